@@ -1,0 +1,29 @@
+"""One exception type for every user-facing failure: the CLI prints its message on one line."""
+
+
+class CampaignError(Exception):
+    """A bad input or an impossible request; the message says which, in one line."""
+
+
+class NoGPUError(CampaignError):
+    """A GPU step was asked for on a machine without a usable NVIDIA GPU/driver/PyCUDA."""
+
+
+class UnknownNameError(CampaignError):
+    """A lever, family, suite, quant type, study or run that does not exist."""
+
+
+class SpaceError(CampaignError):
+    """A lever's search space is empty or malformed."""
+
+
+class StorageError(CampaignError):
+    """A study storage or tracking URI that cannot be opened."""
+
+
+class StudyMismatchError(CampaignError):
+    """An existing study that belongs to another lever/suite, or to a newer engine."""
+
+
+class PromotionRefused(CampaignError):
+    """A variant asked to be promoted failed a gate."""

@@ -1,0 +1,39 @@
+"""What a lever declares: its kernel family, fixed params, search space, validity rule,
+workload suite, the incumbent it must beat and the margin it must beat it by.
+
+A lever module is a declaration (Kernel Tuner's `tune_kernel` shape), never a loop:
+
+    LEVER = Lever(name="mmq_base", family="mmq_base", backend="cuda",
+                  space={"BM": [64, 128], "BN": [32, 64, 128], ...},
+                  valid=fits_smem, suite="dense", incumbent="dequant_cublas", ...)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+# A search space is a plain dict: name -> list of choices (categorical) or
+# (low, high) / (low, high, step) int ranges. Optuna samples it define-by-run.
+Space = dict[str, list | tuple]
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    family: str  # kernel family key (kernels.families.get)
+    backend: str  # "cpu" | "cuda"
+    space: Space
+    suite: str  # campaign.workloads suite name
+    types: tuple[str, ...]  # quant types this lever claims
+    incumbent: str | None  # lever whose champion (or defaults) it must beat; None = baseline
+    fixed: dict = field(default_factory=dict)  # params not searched
+    defaults: dict = field(default_factory=dict)  # the configuration CI's static gate compiles
+    # returns None when (params, device_info) is buildable, else the one-line reason
+    valid: Callable[[dict, dict], str | None] | None = None
+    margin: float = 0.02  # required gain over the noise floor (fraction)
+    sass_claims: tuple[str, ...] = ()  # e.g. ("IMMA",) checked by the static gate
+    allow_spills: bool = False
+    description: str = ""
+
+    def check(self, params: dict, device_info: dict) -> str | None:
+        return self.valid(params, device_info) if self.valid else None
