@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import math
+
 import numpy as np
 
 
@@ -96,3 +98,12 @@ class Family(Protocol):
 
     def source(self, params: dict, qtype: str) -> str: ...
     def build(self, params: dict, qtype: str, device: Any) -> Variant: ...
+
+
+MAX_ROTATION_COPIES = 8
+
+
+def rotation_copies(l2_bytes: int | None, bytes_per_copy: int) -> int:
+    """Input copies so that one rotation touches more than twice the L2 (HBM, not L2, is timed)."""
+    l2 = l2_bytes or 50 * 2**20
+    return max(1, min(MAX_ROTATION_COPIES, math.ceil(2 * l2 / max(1, bytes_per_copy)) + 1))

@@ -1,0 +1,213 @@
+"""`campaign bench`: a benchmark sweep declared as data (shapes x T x types x lines), turned
+into one table (pandas), plots (matplotlib) and an MLflow run, with the device's own ceilings
+measured in the same process. The shape of Triton's `perf_report`: axes and lines are data.
+
+Timed per point: what a prefill pays for the op (each family's run() includes its activation
+quantization or weight dequantization), CUDA events, warm-up, median and p90 of many reps,
+inputs rotated past L2. Weights are random valid blocks (random quants, finite f16 scales):
+timing does not depend on the values, and parity is gated separately on quantized weights.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from campaign import anchors
+from kernels.family import Problem, Workload
+
+DENSE_SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
+DENSE_TS = [16, 64, 128, 256, 512, 1024, 2048, 4096]
+TYPES = ["q4_K", "q5_K", "q6_K", "q8_0"]
+
+
+@dataclass(frozen=True)
+class Line:
+    """One curve: a kernel family and how it picks its parameters for a workload."""
+
+    name: str
+    family: str
+    lever: str | None = None  # champions of this lever are used when promoted
+
+
+@dataclass
+class Sweep:
+    shapes: list[tuple[int, int]] = field(default_factory=lambda: list(DENSE_SHAPES))
+    Ts: list[int] = field(default_factory=lambda: list(DENSE_TS))
+    types: list[str] = field(default_factory=lambda: list(TYPES))
+    lines: list[Line] = field(default_factory=lambda: [Line("dequant_cublas", "dequant_cublas"),
+                                                       Line("mmq_base", "mmq_base", "mmq_base")])
+
+
+def line_params(line: Line, qtype: str, T: int, arch: str) -> tuple[dict, str]:
+    """(params, where they came from): the promoted champion, else the family's heuristic."""
+    from campaign import champions
+
+    if line.lever:
+        found = champions.lookup(line.lever, qtype, arch, T)
+        if found is not None:
+            return dict(found), "champion"
+    if line.family in ("mmq_base", "mmq_f16"):
+        module = __import__(f"kernels.{line.family}", fromlist=["heuristic_params"])
+        return module.heuristic_params(T), "heuristic"
+    return {}, "fixed"
+
+
+def time_point(device, variant, problem: Problem, reps: int, warmup: int):
+    from gates import perf
+
+    bound = variant.prepare(problem)
+    try:
+        return perf.time_variant(device, bound, reps=reps, warmup=warmup)
+    finally:
+        bound.release()
+
+
+def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int = 0,
+              progress=print) -> pd.DataFrame:
+    from kernels import families, quant
+
+    rng = np.random.default_rng(seed)
+    built: dict = {}
+    rows = []
+    arch = device.info.get("arch", "?")
+    total = len(sweep.shapes) * len(sweep.Ts) * len(sweep.types)
+    done = 0
+    for qtype in sweep.types:
+        for M, K in sweep.shapes:
+            w = quant.get(qtype).random_packed(M, K, rng)
+            for T in sweep.Ts:
+                x = rng.standard_normal((T, K), dtype=np.float32)
+                problem = Problem(Workload(qtype, M, K, T), w, x)
+                for line in sweep.lines:
+                    params, origin = line_params(line, qtype, T, arch)
+                    key = (line.family, qtype, json.dumps(params, sort_keys=True))
+                    if key not in built:
+                        built[key] = families.get(line.family).build(params, qtype, device)
+                    t = time_point(device, built[key], problem, reps, warmup)
+                    tflops = problem.workload.flops / t.median / 1e12
+                    rows.append(dict(type=qtype, M=M, K=K, T=T, line=line.name, params=json.dumps(params),
+                                     origin=origin, median_us=t.median * 1e6, p90_us=t.p90 * 1e6,
+                                     tflops=tflops))
+                done += 1
+                progress(f"[{done}/{total}] {qtype} M={M} K={K} T={T}: " + ", ".join(
+                    f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(sweep.lines):]) + " TFLOP/s")
+    return pd.DataFrame(rows)
+
+
+def add_ratios(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
+    """Fraction of the measured int8 ceiling, ratio to llama.cpp and to dequant+cuBLAS."""
+    df = df.copy()
+    int8 = ceilings.get("int8_tops")
+    df["frac_int8"] = df["tflops"] / int8 if int8 else math.nan
+    base = df[df.line == "dequant_cublas"].set_index(["type", "M", "K", "T"])["tflops"]
+    df["vs_dequant_cublas"] = [r.tflops / base.get((r.type, r.M, r.K, r.T), math.nan) for r in df.itertuples()]
+    df["vs_llama_cpp"] = [
+        (r.tflops / a) if (a := anchors.llama_cpp_tflops(r.type, r.T)) and (r.M, r.K) == anchors.LLAMA_CPP_SHAPE
+        else math.nan for r in df.itertuples()]
+    return df
+
+
+def plot_sweep(df: pd.DataFrame, ceilings: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = sorted({(r.M, r.K) for r in df.itertuples()})
+    types = list(dict.fromkeys(df.type))
+    fig, axes = plt.subplots(len(types), len(shapes), figsize=(5 * len(shapes), 3.6 * len(types)),
+                             squeeze=False, sharey=True)
+    for i, qtype in enumerate(types):
+        for j, (M, K) in enumerate(shapes):
+            ax = axes[i][j]
+            sub = df[(df.type == qtype) & (df.M == M) & (df.K == K)]
+            for name, part in sub.groupby("line"):
+                ax.plot(part["T"], part["tflops"], marker="o", label=name)
+            if (M, K) == anchors.LLAMA_CPP_SHAPE and qtype == "q4_K":
+                ts = sorted(anchors.LLAMA_CPP_Q4K)
+                ax.plot(ts, [anchors.LLAMA_CPP_Q4K[t] for t in ts], "k--", label="llama.cpp MMQ")
+            for key, style in (("int8_tops", ":"), ("bf16_tflops", "-.")):
+                if ceilings.get(key):
+                    ax.axhline(ceilings[key], ls=style, c="grey", lw=1, label=key)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{qtype}  M={M} K={K}")
+            ax.set_xlabel("T (tokens)")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, tracking_uri: str | None) -> str:
+    """Write the table and plot under `out` and log them as one MLflow run; returns its id."""
+    from campaign import paths
+    from campaign.tracking import Tracker
+
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / "bench.csv"
+    df.to_csv(csv, index=False)
+    png = plot_sweep(df, ceilings, out / "bench.png")
+    info = out / "ceilings.json"
+    info.write_text(json.dumps({"ceilings": ceilings, "device": device_info}, indent=1, default=str))
+    base = paths.root()
+    tracker = Tracker(tracking_uri or paths.default_tracking_uri(base), experiment="mmq-bench",
+                      artifact_root=paths.mlruns(base) / "artifacts")
+    run_id = tracker.start_run(f"bench {time.strftime('%Y-%m-%d %H:%M')}",
+                               tags={"device": device_info.get("name", "?"), "arch": device_info.get("arch", "?")},
+                               params={f"ceiling_{k}": v for k, v in ceilings.items() if isinstance(v, (int, float))})
+    tracker.log_metrics(run_id, {f"{r.line}.{r.type}.M{r.M}.K{r.K}.T{r.T}.tflops": r.tflops for r in df.itertuples()})
+    for path in (csv, png, info):
+        tracker.log_file(run_id, path)
+    tracker.finish(run_id)
+    return run_id
+
+
+def summary_table(df: pd.DataFrame) -> str:
+    cols = ["type", "M", "K", "T", "line", "median_us", "tflops", "frac_int8", "vs_dequant_cublas", "vs_llama_cpp"]
+    with pd.option_context("display.width", 200, "display.max_rows", 2000, "display.float_format", "{:.3g}".format):
+        return df[cols].to_string(index=False)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="campaign bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="out/bench")
+    ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--shapes", default=",".join(f"{m}x{k}" for m, k in DENSE_SHAPES), help="MxK,...")
+    ap.add_argument("--Ts", default=",".join(map(str, DENSE_TS)))
+    ap.add_argument("--lines", default="dequant_cublas,mmq_base")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--tracking-uri", default=None)
+    ap.add_argument("--no-ceilings", action="store_true")
+    args = ap.parse_args(argv)
+
+    from kernels import cuda_runtime
+    from kernels.device import open_device
+
+    known = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
+             "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
+             "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format")}
+    sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
+                  Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
+                  lines=[known[n] for n in args.lines.split(",")])
+    device = open_device("cuda")
+    ceilings = {} if args.no_ceilings else cuda_runtime.measure_ceilings(device)
+    print("device:", json.dumps(device.info, default=str))
+    print("ceilings:", json.dumps(ceilings, default=str))
+    df = add_ratios(run_sweep(device, sweep, reps=args.reps), ceilings)
+    record(df, ceilings, device.info, Path(args.out), args.tracking_uri)
+    print(summary_table(df))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

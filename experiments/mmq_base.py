@@ -1,0 +1,30 @@
+"""Lever `mmq_base`: the fused int8 MMQ (raw weight bytes -> smem, Q8_1 activations,
+mma.sync m16n8k32 s8, per-32 f32 rescale with the weight-min rank-1 term).
+It must beat the dequant+cuBLAS baseline; its champion is every later lever's incumbent."""
+from experiments.base import Lever
+from kernels import mmq_base
+
+LEVER = Lever(
+    name="mmq_base",
+    family="mmq_base",
+    backend="cuda",
+    space={
+        "BM": [64, 128, 256],
+        "BN": [16, 32, 64, 128],
+        "WARPS_M": [1, 2, 4, 8],
+        "WARPS_N": [1, 2, 4],
+        "STAGES": [1, 2],
+        "CVT": [0, 1],
+        "MIN_BLOCKS": [1, 2],
+    },
+    fixed={"SPLITK": 0},
+    defaults={"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT": 1, "MIN_BLOCKS": 1},
+    suite="dense",
+    types=("q4_K", "q5_K", "q6_K", "q8_0"),
+    incumbent="dequant_cublas",
+    # q8_0 stages the most bytes per row: a configuration that fits it fits every type
+    valid=lambda params, info: mmq_base.invalid_reason(params, "q8_0", info),
+    margin=0.02,
+    sass_claims=("IMMA",),
+    description="fused K-quant x Q8_1 int8 mma.sync GEMM, synchronous or double-buffered cp.async staging",
+)

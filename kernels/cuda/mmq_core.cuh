@@ -1,0 +1,426 @@
+// Fused K-quant x Q8_1 int8 tensor-core GEMM ("MMQ").
+//
+//   C[T, M] = X[T, K] . W[M, K]^T,  W in ggml blocks (q4_K, q5_K, q6_K, q8_0), X as Q8_1.
+//
+// Math contract (docs/ARCHITECTURE.md): per 32-wide k group b (16-wide for q6_K)
+//   w[m,k] = sw[m,b] * q_w[m,k] - mn[m,b]          (q_w unsigned for q4_K/q5_K, signed otherwise)
+//   x[t,k] ~ d_x[t,b] * q_x[t,k],  s_x[t,b] = sum_k q_x[t,k]
+//   C[t,m] = sum_b d_x * (sw * I[t,m,b] - mn * s_x),  I = sum_k q_w * q_x  (exact in int32)
+// The integer dot I runs on mma.sync.m16n8k32.s8 (q6_K: two m16n8k16, one per 16-wide scale);
+// only the float rescale differs in order from the CPU reference.
+//
+// Data path per k super-block (256 k):
+//   global --cp.async 16B--> raw stage buffers (STAGES deep ring)
+//   raw weight bytes --unpack pass--> int8 tile + float scales (one buffer)
+//   int8 tiles --LDS--> mma fragments --> per-group rescale into f32 accumulators
+//
+// Compile-time parameters (macros, see the launcher kernels/mmq_base.py):
+//   QTYPE 0=q4_K 1=q5_K 2=q6_K 3=q8_0, BM rows x BN tokens per CTA, WARPS_M x WARPS_N warps,
+//   STAGES 1..4 (1 = synchronous staging), CVT 0 = I2F conversion, 1 = exact magic-number add,
+//   MIN_BLOCKS for __launch_bounds__.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#ifndef QTYPE
+#define QTYPE 0
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 64
+#endif
+#ifndef WARPS_M
+#define WARPS_M 4
+#endif
+#ifndef WARPS_N
+#define WARPS_N 2
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef CVT
+#define CVT 1
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+namespace mmq {
+
+constexpr int kThreads = 32 * WARPS_M * WARPS_N;
+constexpr int kWarpRows = BM / WARPS_M;    // rows per warp tile
+constexpr int kWarpTokens = BN / WARPS_N;  // tokens per warp tile
+constexpr int kMT = kWarpRows / 16;        // m16 tiles per warp
+constexpr int kNT = kWarpTokens / 8;       // n8 tiles per warp
+static_assert(BM % (16 * WARPS_M) == 0, "BM must be a multiple of 16 * WARPS_M (m16 tiles per warp)");
+static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8 tiles per warp)");
+static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
+static_assert(kThreads <= 1024, "too many warps per CTA");
+
+// ---- per-type constants: bytes per 256 k of one weight row, staged 16-byte chunks, groups ----
+#if QTYPE == 0
+constexpr int kRawBytes = 144, kRawChunks = 9, kGroups = 8, kGroupK = 32; constexpr bool kHasMin = true;
+#elif QTYPE == 1
+constexpr int kRawBytes = 176, kRawChunks = 11, kGroups = 8, kGroupK = 32; constexpr bool kHasMin = true;
+#elif QTYPE == 2
+// 210 bytes are only 2-byte aligned: stage the 16-byte-aligned window that covers the block.
+constexpr int kRawBytes = 210, kRawChunks = 14, kGroups = 16, kGroupK = 16; constexpr bool kHasMin = false;
+#elif QTYPE == 3
+constexpr int kRawBytes = 272, kRawChunks = 17, kGroups = 8, kGroupK = 32; constexpr bool kHasMin = false;
+#else
+#error "QTYPE must be 0 (q4_K), 1 (q5_K), 2 (q6_K) or 3 (q8_0)"
+#endif
+
+// Row strides of the int8 tiles: 256 bytes + 32 so that the 8-byte fragment loads of 4
+// rows x 4 lanes in a half-warp hit distinct banks (72 words = 8 mod 32).
+constexpr int kQStride = 256 + 32;
+constexpr int kRawStride = kRawChunks * 16;
+
+// ---- shared memory map (bytes) ----
+constexpr int kRawWBytes = BM * kRawStride;          // per stage
+constexpr int kRawXBytes = BN * kQStride;            // per stage: activation int8, used in place
+constexpr int kRawXdsBytes = BN * 64;                // per stage: d[8] f32 + s[8] i32 per token
+constexpr int kStageBytes = kRawWBytes + kRawXBytes + kRawXdsBytes;
+// Unpacked tiles are stored fragment-ready: one 16-byte LDS per lane per mma operand.
+//   wfrag [BM/16][8 groups][32 lanes] x uint4: the lane's A registers a0..a3
+//   wscl  [BM/16][8 groups][8 g]      x float4: (sw[g], sw[g+8], mn[g], mn[g+8])
+//                                       q6_K:   (sw_lo[g], sw_lo[g+8], sw_hi[g], sw_hi[g+8])
+//   xscl  [BN/8][8 groups][4 tq]      x float4: (d[t], d[t+1], d*s[t], d*s[t+1]), t = 2 tq
+constexpr int kWfragBytes = BM * 256;
+constexpr int kWsclBytes = BM * 64;
+constexpr int kXsclBytes = BN * 64;
+constexpr int kSmemBytes = STAGES * kStageBytes + kWfragBytes + kWsclBytes + kXsclBytes;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// D = A.B + C with C held in separate (constant) registers: no per-mma zeroing moves.
+__device__ __forceinline__ void mma_k32(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1, int c) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c));
+}
+__device__ __forceinline__ void mma_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, int c) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0), "r"(c));
+}
+
+// int32 dot -> f32. |I| < 2^22 always (32 * 127 * 127 < 2^22), so with CVT == 1 the mma starts
+// from C = 0x4B400000 (the bits of 1.5 * 2^23): the int32 result, read as float, is exactly
+// 1.5 * 2^23 + I, and one FADD recovers I -- no quarter-rate I2F, no zeroing, no IADD.
+#if CVT == 1
+constexpr int kAccInit = 0x4B400000;
+__device__ __forceinline__ float to_f32(int v) { return __int_as_float(v) - 12582912.0f; }
+#else
+constexpr int kAccInit = 0;
+__device__ __forceinline__ float to_f32(int v) { return __int2float_rn(v); }
+#endif
+
+__device__ __forceinline__ float f16_at(const uint8_t* p) {  // 2-byte aligned f16
+    return __half2float(*reinterpret_cast<const __half*>(p));
+}
+__device__ __forceinline__ uint32_t u32_at2(const uint8_t* p) {  // 2-byte aligned 4 bytes
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+}
+
+// Offset of weight row `row`, super-block `kb` in the global buffer.
+__device__ __forceinline__ size_t w_offset(int row, int kb, size_t row_bytes) {
+    return static_cast<size_t>(row) * row_bytes + static_cast<size_t>(kb) * kRawBytes;
+}
+
+// ---- stage one super-block of raw weight rows and activation tokens into `stage` ----
+__device__ __forceinline__ void issue_stage(uint8_t* stage, const uint8_t* __restrict__ W,
+                                            const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                                            const int* __restrict__ xs, int row0, int tok0, int M, int tok_end,
+                                            int K, size_t row_bytes, int kb) {
+    uint8_t* raw_w = stage;
+    uint8_t* raw_x = stage + kRawWBytes;
+    uint8_t* raw_ds = raw_x + kRawXBytes;
+    for (int i = threadIdx.x; i < BM * kRawChunks; i += kThreads) {
+        const int r = i / kRawChunks, c = i % kRawChunks;
+        const int row = min(row0 + r, M - 1);  // rows past M load row M-1; never stored
+        const size_t off = w_offset(row, kb, row_bytes) & ~static_cast<size_t>(15);
+        cp_async16(raw_w + r * kRawStride + c * 16, W + off + c * 16);
+    }
+    const int groups = K / 32;
+    for (int i = threadIdx.x; i < BN * 20; i += kThreads) {
+        const int t = i / 20, c = i % 20;
+        const int tok = min(tok0 + t, tok_end - 1);  // rows past the tile's tokens load the last one
+        if (c < 16) {
+            cp_async16(raw_x + t * kQStride + c * 16, xq + static_cast<size_t>(tok) * K + kb * 256 + c * 16);
+        } else if (c < 18) {
+            cp_async16(raw_ds + t * 64 + (c - 16) * 16, xd + static_cast<size_t>(tok) * groups + kb * 8 + (c - 16) * 4);
+        } else {
+            cp_async16(raw_ds + t * 64 + 32 + (c - 18) * 16, xs + static_cast<size_t>(tok) * groups + kb * 8 + (c - 18) * 4);
+        }
+    }
+}
+
+// One 32-bit word (4 consecutive k) of weight row r, super-block-local word wi, as int8x4.
+__device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
+    const int j = wi >> 3, p = wi & 7;  // 32-group j, word p within the group
+#if QTYPE == 0
+    const uint32_t qs = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * (j >> 1) + 4 * p);
+    return (j & 1) ? ((qs >> 4) & 0x0F0F0F0Fu) : (qs & 0x0F0F0F0Fu);
+#elif QTYPE == 1
+    const uint32_t qs = *reinterpret_cast<const uint32_t*>(blk + 48 + 32 * (j >> 1) + 4 * p);
+    const uint32_t qh = *reinterpret_cast<const uint32_t*>(blk + 16 + 4 * p);
+    const uint32_t lo = (j & 1) ? ((qs >> 4) & 0x0F0F0F0Fu) : (qs & 0x0F0F0F0Fu);
+    return lo | (((qh >> j) & 0x01010101u) << 4);
+#elif QTYPE == 2
+    // element e = 32 j + 4 p: half n = j / 4, quarter r = j % 4, l = 4 p
+    const int n = j >> 2, r = j & 3;
+    const uint32_t ql = u32_at2(blk + 64 * n + 32 * (r & 1) + 4 * p);
+    const uint32_t qh = u32_at2(blk + 128 + 32 * n + 4 * p);
+    const uint32_t q6 = ((ql >> (4 * (r >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * r)) & 0x03030303u) << 4);
+    return __vsubss4(q6, 0x20202020u);  // 0..63 -> -32..31, four bytes at once
+#else
+    return u32_at2(blk + 34 * j + 2 + 4 * p);
+#endif
+}
+
+__device__ __forceinline__ const uint8_t* raw_block(const uint8_t* raw_w, int r, int row0, int M, int kb,
+                                                    size_t row_bytes) {
+    if constexpr (kRawBytes % 16 == 0) {
+        return raw_w + r * kRawStride;  // blocks start 16-byte aligned: no shift
+    } else {
+        const int row = min(row0 + r, M - 1);
+        return raw_w + r * kRawStride + (w_offset(row, kb, row_bytes) & 15);
+    }
+}
+
+// Group scale sw and min mn of row block `blk`, group g (float32 ops as the dequantizer does them).
+__device__ __forceinline__ void group_scale(const uint8_t* blk, int g, float& sw, float& mn) {
+#if QTYPE == 0 || QTYPE == 1
+    const uint8_t* s = blk + 4;
+    int sc, m;
+    if (g < 4) {
+        sc = s[g] & 63;
+        m = s[g + 4] & 63;
+    } else {
+        sc = (s[g + 4] & 0xF) | ((s[g - 4] >> 6) << 4);
+        m = (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
+    }
+    sw = f16_at(blk) * static_cast<float>(sc);
+    mn = f16_at(blk + 2) * static_cast<float>(m);
+#elif QTYPE == 2
+    sw = f16_at(blk + 208) * static_cast<float>(static_cast<int8_t>(blk[192 + g]));
+    mn = 0.0f;
+#else
+    sw = f16_at(blk + 34 * g);
+    mn = 0.0f;
+#endif
+}
+
+
+// Store a warp's f32 accumulators (m16n8 C fragments: lane holds rows (r, r+8) x tokens
+// (t, t+1)) to out[orow(t) * M + r], orow(t) = out_rows[t] when given; rows >= M and tokens
+// >= T are skipped. Shared by every kernel whose accumulators have this fragment layout.
+__device__ __forceinline__ void store_acc(const float (&acc)[kMT][kNT][4], float* out, const int* out_rows,
+                                          const float* out_scale, int M, int T, int r0, int t0, int g, int tq) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+            const int r = r0 + mt * 16 + g;
+            const int t = t0 + nt * 8 + 2 * tq;
+            const float* o = acc[mt][nt];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // tokens t and t + 1
+                if (t + h >= T) continue;
+                const size_t orow = out_rows ? out_rows[t + h] : t + h;
+                const float f = out_scale ? out_scale[orow] : 1.0f;
+                if (r < M) out[orow * M + r] = f * o[h];
+                if (r + 8 < M) out[orow * M + r + 8] = f * o[2 + h];
+            }
+        }
+}
+
+// One CTA tile: rows [row0, row0 + BM) of W x tokens [tok0, min(tok0 + BN, tok_end)) over the
+// k super-blocks [kb_begin, kb_end). Scheduler kernels (grid, persistent queue, MoE work list)
+// differ only in how they fill this.
+struct TileArgs {
+    const uint8_t* W;    // weight rows (an expert's base for MoE), ggml blocks of row_bytes
+    const int8_t* xq;    // Q8_1 activation rows, K bytes each
+    const float* xd;     // [rows][K/32] scales
+    const int* xs;       // [rows][K/32] int sums
+    int M, K;
+    size_t row_bytes;
+    int row0, tok0, tok_end, kb_begin, kb_end;
+    float* out;             // out[orow(t) * M + r]
+    const int* out_rows;    // orow(t) = out_rows[t] when given (MoE scatter), else t
+    const float* out_scale; // optional per-token factor (MoE routing weights), indexed like out_rows
+};
+
+__device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
+    uint8_t* stages = smem;
+    uint4* wfrag = reinterpret_cast<uint4*>(smem + STAGES * kStageBytes);
+    float4* wscl = reinterpret_cast<float4*>(smem + STAGES * kStageBytes + kWfragBytes);
+    float4* xscl = reinterpret_cast<float4*>(smem + STAGES * kStageBytes + kWfragBytes + kWsclBytes);
+    const uint8_t* __restrict__ W = A.W;
+    const int8_t* __restrict__ xq = A.xq;
+    const float* __restrict__ xd = A.xd;
+    const int* __restrict__ xs = A.xs;
+    const int M = A.M, K = A.K, row0 = A.row0, tok0 = A.tok0, T = A.tok_end;
+    const int kb_begin = A.kb_begin, n = A.kb_end - A.kb_begin;
+    const size_t rb = A.row_bytes;
+    __syncthreads();  // a persistent CTA's previous tile is done with the shared buffers
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, tq = lane & 3;
+    const int wr0 = (warp / WARPS_N) * kWarpRows;   // warp's first row in the CTA tile
+    const int wt0 = (warp % WARPS_N) * kWarpTokens; // warp's first token in the CTA tile
+
+    float acc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+
+    auto stage_ptr = [&](int i) { return stages + (i % STAGES) * kStageBytes; };
+
+    if constexpr (STAGES > 1) {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < n) issue_stage(stage_ptr(s), W, xq, xd, xs, row0, tok0, M, T, K, rb, kb_begin + s);
+            cp_async_commit();
+        }
+    }
+
+    for (int i = 0; i < n; ++i) {
+        const int kb = kb_begin + i;
+        uint8_t* st = stage_ptr(i);
+        if constexpr (STAGES == 1) {
+            __syncthreads();  // previous compute finished reading the single stage
+            issue_stage(st, W, xq, xd, xs, row0, tok0, M, T, K, rb, kb);
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else {
+            cp_async_wait<STAGES - 2>();  // tile i has landed (this thread's copies)
+        }
+        __syncthreads();  // everyone's copies visible; compute(i-1) done -> unpacked buffers free
+
+        // ---- unpack: fragment-ready weight tile, weight scales, activation scales ----
+        const uint8_t* raw_w = st;
+        const uint8_t* raw_ds = st + kRawWBytes + kRawXBytes;
+        for (int e = threadIdx.x; e < BM * 16; e += kThreads) {  // (m16 tile, group, lane)
+            const int ln = e & 31, j = (e >> 5) & 7, mt = e >> 8;
+            const int rg = mt * 16 + (ln >> 2), q = ln & 3;
+            const uint8_t* b0 = raw_block(raw_w, rg, row0, M, kb, rb);
+            const uint8_t* b8 = raw_block(raw_w, rg + 8, row0, M, kb, rb);
+            // word index within the super-block of slot s: k32 types use the kappa permutation
+            // (lane q holds group bytes 8q..8q+7), q6_K the natural k16 halves (4q and 16+4q).
+            const int w_lo = (kGroupK == 32) ? j * 8 + 2 * q : j * 8 + q;
+            const int w_hi = (kGroupK == 32) ? w_lo + 1 : w_lo + 4;
+            wfrag[e] = make_uint4(unpack_word(b0, w_lo), unpack_word(b8, w_lo), unpack_word(b0, w_hi),
+                                  unpack_word(b8, w_hi));
+        }
+        for (int e = threadIdx.x; e < BM * 4; e += kThreads) {  // (m16 tile, group, g)
+            const int gg = e & 7, j = (e >> 3) & 7, mt = e >> 6;
+            const uint8_t* b0 = raw_block(raw_w, mt * 16 + gg, row0, M, kb, rb);
+            const uint8_t* b8 = raw_block(raw_w, mt * 16 + gg + 8, row0, M, kb, rb);
+            float s0, m0, s8, m8, unused;
+            if constexpr (kGroupK == 32) {
+                group_scale(b0, j, s0, m0);
+                group_scale(b8, j, s8, m8);
+            } else {  // q6_K: the high-half 16-wide scales take the min slots
+                group_scale(b0, 2 * j, s0, unused);
+                group_scale(b8, 2 * j, s8, unused);
+                group_scale(b0, 2 * j + 1, m0, unused);
+                group_scale(b8, 2 * j + 1, m8, unused);
+            }
+            wscl[e] = make_float4(s0, s8, m0, m8);
+        }
+        for (int e = threadIdx.x; e < BN * 4; e += kThreads) {  // (n8 tile, group, tq)
+            const int q = e & 3, j = (e >> 2) & 7, nt = e >> 5;
+            const int t = nt * 8 + 2 * q;
+            const float d0 = reinterpret_cast<const float*>(raw_ds + t * 64)[j];
+            const float d1 = reinterpret_cast<const float*>(raw_ds + (t + 1) * 64)[j];
+            const int s0 = reinterpret_cast<const int*>(raw_ds + t * 64 + 32)[j];
+            const int s1 = reinterpret_cast<const int*>(raw_ds + (t + 1) * 64 + 32)[j];
+            xscl[e] = make_float4(d0, d1, d0 * static_cast<float>(s0), d1 * static_cast<float>(s1));
+        }
+
+        if constexpr (STAGES > 1) {  // refill the slot that tile i-1 used
+            if (i + STAGES - 1 < n)
+                issue_stage(stage_ptr(i + STAGES - 1), W, xq, xd, xs, row0, tok0, M, T, K, rb, kb + STAGES - 1);
+            cp_async_commit();
+        }
+        __syncthreads();  // unpacked tiles visible
+
+        // ---- compute: 8 groups of 32 k ----
+        const int8_t* xqt = reinterpret_cast<const int8_t*>(st + kRawWBytes);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            uint32_t b[kNT][2];  // B fragments (activations) of the warp's n8 tiles
+            float4 xs4[kNT];     // (d[t], d[t+1], d*s[t], d*s[t+1])
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+                const int t = wt0 + nt * 8;
+                const int8_t* p = xqt + (t + g) * kQStride + 32 * j;
+                if constexpr (kGroupK == 32) {  // kappa permutation: bytes 8tq..8tq+7
+                    const uint2 v = *reinterpret_cast<const uint2*>(p + 8 * tq);
+                    b[nt][0] = v.x;
+                    b[nt][1] = v.y;
+                } else {  // q6_K: natural order, one 16-k half per m16n8k16
+                    b[nt][0] = *reinterpret_cast<const uint32_t*>(p + 4 * tq);
+                    b[nt][1] = *reinterpret_cast<const uint32_t*>(p + 16 + 4 * tq);
+                }
+                xs4[nt] = xscl[((t >> 3) * 8 + j) * 4 + tq];
+            }
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+                const int mg = (wr0 >> 4) + mt;  // m16 tile index in the CTA
+                const uint4 a = wfrag[(mg * 8 + j) * 32 + lane];
+                const float4 ws = wscl[(mg * 8 + j) * 8 + g];
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt) {
+                    float* o = acc[mt][nt];
+                    const float4 x4 = xs4[nt];
+                    if constexpr (kGroupK == 32) {
+                        int c[4];
+                        mma_k32(c, a.x, a.y, a.z, a.w, b[nt][0], b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x * ws.x, to_f32(c[0]), o[0]);
+                        o[1] = fmaf(x4.y * ws.x, to_f32(c[1]), o[1]);
+                        o[2] = fmaf(x4.x * ws.y, to_f32(c[2]), o[2]);
+                        o[3] = fmaf(x4.y * ws.y, to_f32(c[3]), o[3]);
+                        if constexpr (kHasMin) {  // rank-1 weight-min term
+                            o[0] = fmaf(-ws.z, x4.z, o[0]);
+                            o[1] = fmaf(-ws.z, x4.w, o[1]);
+                            o[2] = fmaf(-ws.w, x4.z, o[2]);
+                            o[3] = fmaf(-ws.w, x4.w, o[3]);
+                        }
+                    } else {  // q6_K: two k16 halves, each with its own 16-wide scale
+                        int cl[4], ch[4];
+                        mma_k16(cl, a.x, a.y, b[nt][0], kAccInit);
+                        mma_k16(ch, a.z, a.w, b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x, fmaf(ws.x, to_f32(cl[0]), ws.z * to_f32(ch[0])), o[0]);
+                        o[1] = fmaf(x4.y, fmaf(ws.x, to_f32(cl[1]), ws.z * to_f32(ch[1])), o[1]);
+                        o[2] = fmaf(x4.x, fmaf(ws.y, to_f32(cl[2]), ws.w * to_f32(ch[2])), o[2]);
+                        o[3] = fmaf(x4.y, fmaf(ws.y, to_f32(cl[3]), ws.w * to_f32(ch[3])), o[3]);
+                    }
+                }
+            }
+        }
+    }
+    store_acc(acc, A.out, A.out_rows, A.out_scale, M, T, row0 + wr0, tok0 + wt0, g, tq);
+}
+
+}  // namespace mmq

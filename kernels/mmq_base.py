@@ -1,0 +1,234 @@
+"""Launcher of the fused int8 MMQ family (kernels/cuda/mmq.cu).
+
+One timed run is what a prefill pays: Q8_1-quantize the float32 activations (its own kernel),
+the fused GEMM, and the split-K reduction when K is split. The compile-time parameters are
+the macros of mmq.cu; `SPLITK` (0 = auto) is the only launch-time one.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernels import nvcc
+from kernels.family import Problem, Variant, rotation_copies
+
+MMQ_CU = Path(__file__).parent / "cuda" / "mmq.cu"
+
+QTYPE_ID = {"q4_K": 0, "q5_K": 1, "q6_K": 2, "q8_0": 3}
+# bytes per 256 k of a weight row, 16-byte chunks staged per row (q6_K: aligned window)
+RAW_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210, "q8_0": 272}
+RAW_CHUNKS = {"q4_K": 9, "q5_K": 11, "q6_K": 14, "q8_0": 17}
+WEIGHT_PAD = 256  # bytes past the last row: the q6_K aligned window may read up to 14 beyond
+
+DEFAULTS = {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT": 1, "MIN_BLOCKS": 1,
+            "SPLITK": 0}
+COMPILE_KEYS = ("BM", "BN", "WARPS_M", "WARPS_N", "STAGES", "CVT", "MIN_BLOCKS")
+
+
+def heuristic_params(T: int) -> dict:
+    """A starting configuration per token count, used until a study promotes a champion."""
+    if T <= 16:
+        return {"BM": 128, "BN": 16, "WARPS_M": 8, "WARPS_N": 1, "STAGES": 3}
+    if T <= 32:
+        return {"BM": 128, "BN": 32, "WARPS_M": 8, "WARPS_N": 1, "STAGES": 3}
+    if T <= 64:
+        return {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2}
+    return {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 2}
+
+
+def full_params(params: dict) -> dict:
+    return {**DEFAULTS, **params}
+
+
+def family_compile_params(params: dict) -> dict:
+    """The parameters that change the compiled binary (SPLITK is chosen at launch)."""
+    p = full_params(params)
+    return {k: p[k] for k in COMPILE_KEYS}
+
+
+def threads(params: dict) -> int:
+    p = full_params(params)
+    return 32 * p["WARPS_M"] * p["WARPS_N"]
+
+
+def smem_bytes(params: dict, qtype: str) -> int:
+    """Dynamic shared memory of one CTA; mirrors kSmemBytes in mmq.cu (checked on the GPU)."""
+    p = full_params(params)
+    bm, bn = p["BM"], p["BN"]
+    stage = bm * RAW_CHUNKS[qtype] * 16 + bn * (256 + 32) + bn * 64
+    return p["STAGES"] * stage + bm * 256 + bm * 64 + bn * 64
+
+
+def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
+    """None when the configuration can be built for the device, else the one-line reason."""
+    p = full_params(params)
+    if p["BM"] % (16 * p["WARPS_M"]):
+        return f"BM={p['BM']} is not a multiple of 16*WARPS_M={16 * p['WARPS_M']}"
+    if p["BN"] % (8 * p["WARPS_N"]):
+        return f"BN={p['BN']} is not a multiple of 8*WARPS_N={8 * p['WARPS_N']}"
+    if not 1 <= p["STAGES"] <= 4:
+        return f"STAGES={p['STAGES']} outside 1..4"
+    if threads(p) > 1024:
+        return f"{threads(p)} threads per CTA > 1024"
+    limit = device_info.get("smem_per_block_optin", 227 * 1024)
+    need = smem_bytes(p, qtype)
+    if need > limit:
+        return f"shared memory {need} B > device limit {limit} B"
+    return None
+
+
+def check_shape(qtype: str, M: int, K: int, T: int) -> None:
+    if qtype not in QTYPE_ID:
+        raise ValueError(f"mmq: unsupported quant type {qtype!r} (have {', '.join(QTYPE_ID)})")
+    if K % 256:
+        raise ValueError(f"mmq: K={K} is not a multiple of 256 (one {qtype} super-block)")
+    if M < 1 or T < 1:
+        raise ValueError(f"mmq: need M >= 1 and T >= 1, got M={M}, T={T}")
+
+
+def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int) -> int:
+    """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once."""
+    p = full_params(params)
+    if p["SPLITK"]:
+        return max(1, min(p["SPLITK"], K // 256))
+    tiles = math.ceil(T / p["BN"]) * math.ceil(M / p["BM"])
+    per_sm = max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024),
+                        2048 // threads(p), 65536 // max(1, regs * threads(p))))
+    slots = device_info.get("sm_count", 132) * per_sm
+    if tiles >= slots:
+        return 1
+    # fill at most one wave: a 1.2-wave grid costs two full rounds
+    return max(1, min(slots // tiles, (K // 256) // 2, 16))
+
+
+class MMQFamily:
+    """The fused int8 family; subclasses (the f16 path) swap the .cu file, kernel names,
+    shared-memory formula and the Bound that owns the activation format."""
+
+    name = "mmq_base"
+    backend = "cuda"
+    parity = "int"
+    cu_file = MMQ_CU
+    kernel_name = "mmq_gemm"
+    reduce_name = "mmq_splitk_reduce"
+    smem_symbol = "mmq_smem_bytes"
+
+    def smem(self, params: dict, qtype: str) -> int:
+        return smem_bytes(params, qtype)
+
+    def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
+        return invalid_reason(params, qtype, device_info)
+
+    def make_bound(self, device, variant: Variant, handle: dict, problem: Problem):
+        return MMQBound(device, variant, handle, problem)
+
+    def defines(self, params: dict, qtype: str) -> dict:
+        p = full_params(params)
+        return {"QTYPE": QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
+
+    def source(self, params: dict, qtype: str) -> str:
+        return nvcc.render_source(self.cu_file, self.defines(params, qtype))
+
+    def compile_only(self, params: dict, qtype: str, arch: str = "sm_90") -> nvcc.Compiled:
+        return nvcc.compile_cubin(self.source(params, qtype), arch=arch)
+
+    def build(self, params: dict, qtype: str, device) -> Variant:
+        p = full_params(params)
+        reason = self.invalid(p, qtype, device.info)
+        if reason:
+            raise ValueError(f"{self.name}: {reason}")
+        source = self.source(p, qtype)
+        compiled = nvcc.compile_cubin(source, arch=device.info.get("arch", "sm_90"))
+        module = device.load(compiled)
+        smem = self.smem(p, qtype)
+        on_device = module.read_constant_int(self.smem_symbol)
+        if on_device != smem:
+            raise RuntimeError(f"{self.name}: smem formula {smem} != kernel's {on_device}")
+        resources = compiled.summary([self.kernel_name, self.reduce_name], dynamic_smem_bytes={self.kernel_name: smem})
+        resources.update(device_arch=device.info["arch"], smem_limit_bytes=device.info.get("smem_per_block_optin"),
+                         threads=threads(p))
+        handle = {"module": module, "compiled": compiled, "smem": smem, "gemm": module.kernel(self.kernel_name, smem),
+                  "reduce": module.kernel(self.reduce_name, 0)}
+        return Variant(family=self.name, params=p, qtype=qtype, source=source,
+                       resources=resources, impl=_Impl(self, device, handle))
+
+
+class _Impl:
+    def __init__(self, family: MMQFamily, device, handle: dict) -> None:
+        self.family, self.device, self.handle = family, device, handle
+
+    def prepare(self, variant: Variant, problem: Problem):
+        return self.family.make_bound(self.device, variant, self.handle, problem)
+
+
+class MMQBound:
+    """Device buffers for one problem; run() = activation pass, GEMM, split-K reduction,
+    rotating through input copies. Subclasses change the activation format through
+    `alloc_activation` / `activation_pass` / `activation_args` (the f16 path does)."""
+
+    def __init__(self, device, variant: Variant, handle: dict, problem: Problem) -> None:
+        wl = problem.workload
+        check_shape(variant.qtype, wl.M, wl.K, wl.T)
+        self.device, self.handle, self.wl = device, handle, wl
+        p = variant.params
+        self.smem = handle["smem"]
+        self.splitk = choose_splitk(p, self.smem, wl.M, wl.T, wl.K, device.info,
+                                    variant.resources.get("registers", 128))
+        self.row_bytes = problem.w_packed.shape[1]
+        w = np.concatenate([problem.w_packed.reshape(-1), np.zeros(WEIGHT_PAD, np.uint8)])
+        n = rotation_copies(device.info.get("l2_bytes"), w.nbytes + problem.x.nbytes)
+        self.w = [device.to_device(w) for _ in range(n)]
+        self.x = [device.to_device(np.ascontiguousarray(problem.x, np.float32)) for _ in range(n)]
+        self.scratch = self.alloc_activation(wl.T, wl.K)
+        self.out = device.empty((wl.T, wl.M), np.float32)
+        self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 else None
+        self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
+        self.block = (threads(p), 1, 1)
+        self.i = 0
+
+    # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
+    def alloc_activation(self, T: int, K: int) -> list:
+        d = self.device
+        return [d.empty((T, K), np.int8), d.empty((T, K // 32), np.float32), d.empty((T, K // 32), np.int32)]
+
+    def activation_pass(self, x) -> None:
+        from kernels import q8_1_gpu
+
+        q8_1_gpu.quantize_into(self.device, x, *self.scratch, self.wl.T, self.wl.K)
+
+    def activation_args(self) -> tuple:
+        return tuple(buf.ptr for buf in self.scratch)
+
+    def run(self) -> None:
+        wl, i = self.wl, self.i
+        self.i = (self.i + 1) % len(self.w)
+        self.activation_pass(self.x[i])
+        dst = self.partial if self.partial is not None else self.out
+        self.handle["gemm"].launch(self.grid, self.block,
+                                   (self.w[i].ptr, *self.activation_args(), dst.ptr,
+                                    np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
+                                    np.int64(self.row_bytes)), self.smem)
+        if self.partial is not None:
+            n = wl.T * wl.M
+            self.handle["reduce"].launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),
+                                         (self.partial.ptr, self.out.ptr, np.int64(n),
+                                          np.int32(self.splitk)), 0)
+
+    def output(self) -> np.ndarray:
+        self.device.synchronize()
+        return self.out.get()
+
+    def poison(self) -> None:
+        self.device.fill_nan(self.out)
+        if self.partial is not None:
+            self.device.fill_nan(self.partial)
+
+    def release(self) -> None:
+        for buf in [*self.w, *self.x, *self.scratch, self.out, self.partial]:
+            if buf is not None:
+                buf.release()
+
+
+FAMILY = MMQFamily()

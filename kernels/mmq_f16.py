@@ -1,0 +1,77 @@
+"""Launcher of the f16 path (kernels/cuda/mmq_f16.cu): weights dequantized once per tile
+into shared memory as f16 with their scales applied, activations converted f32 -> f16 by a
+timed pass, f16 tensor cores with f32 accumulation. Same tile parameters as mmq_base; the
+`adaptive_format` lever picks between the two by T.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernels import mmq_base
+from kernels.mmq_base import RAW_CHUNKS, full_params
+
+MMQ_F16_CU = Path(__file__).parent / "cuda" / "mmq_f16.cu"
+CONVERT_THREADS = 256
+
+
+def smem_bytes(params: dict, qtype: str) -> int:
+    """Dynamic shared memory of one CTA; mirrors kSmem16 in mmq_f16.cu (checked on the GPU)."""
+    p = full_params(params)
+    stage = p["BM"] * RAW_CHUNKS[qtype] * 16 + p["BN"] * (512 + 32)
+    return p["STAGES"] * stage + p["BM"] * 512
+
+
+def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
+    p = full_params(params)
+    structural = mmq_base.invalid_reason({**p, "STAGES": 1, "BN": p["BN"]}, qtype, {"smem_per_block_optin": 1 << 30})
+    if structural:
+        return structural
+    if not 1 <= p["STAGES"] <= 4:
+        return f"STAGES={p['STAGES']} outside 1..4"
+    limit = device_info.get("smem_per_block_optin", 227 * 1024)
+    need = smem_bytes(p, qtype)
+    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+
+
+class F16Bound(mmq_base.MMQBound):
+    """Activation format: f16 rows from an f32 -> f16 conversion pass."""
+
+    def alloc_activation(self, T: int, K: int) -> list:
+        return [self.device.empty((T, K), np.float16)]
+
+    def activation_pass(self, x) -> None:
+        n4 = self.wl.T * self.wl.K // 4
+        self.handle["convert"].launch((min(8192, math.ceil(n4 / CONVERT_THREADS)), 1, 1), (CONVERT_THREADS, 1, 1),
+                                      (x.ptr, self.scratch[0].ptr, np.int64(n4)), 0)
+
+
+class MMQF16Family(mmq_base.MMQFamily):
+    name = "mmq_f16"
+    parity = "f16"
+    cu_file = MMQ_F16_CU
+    kernel_name = "mmq_f16_gemm"
+    reduce_name = "mmq_f16_splitk_reduce"
+    smem_symbol = "mmq_f16_smem_bytes"
+
+    def smem(self, params: dict, qtype: str) -> int:
+        return smem_bytes(params, qtype)
+
+    def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
+        return invalid_reason(params, qtype, device_info)
+
+    def make_bound(self, device, variant, handle: dict, problem):
+        handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
+        return F16Bound(device, variant, handle, problem)
+
+
+def heuristic_params(T: int) -> dict:
+    """Starting configurations per T until a study promotes champions."""
+    if T <= 64:
+        return {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2}
+    return {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1}
+
+
+FAMILY = MMQF16Family()

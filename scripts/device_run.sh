@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Everything one GPU-machine call needs: install the carried wheels, run the GPU tests,
+# then the benchmark/campaign steps named in $@ (default: the dense bench). Results, logs and
+# a tarball of the MLflow store land in $OUT (what the device tool brings back).
+#   device command:  bash scripts/device_run.sh [tests] [bench ARGS...] [study ARGS...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || { echo "wheel install failed"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export MMQ_CACHE_DIR=${MMQ_CACHE_DIR:-$PWD/.cache/cubin}   # cubins precompiled off-GPU travel along
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    --format=csv | tee "$OUT/nvidia-smi.txt"
+
+status=0
+while [ $# -gt 0 ]; do
+    step=$1; shift
+    args=()
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ]; do
+        args+=("$1"); shift
+    done
+    case $step in
+        tests) python3 -m pytest -m gpu -q -p no:cacheprovider tests "${args[@]}" 2>&1 | tee -a "$OUT/pytest-gpu.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        bench) python3 -m campaign.bench --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/bench.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        sweep) python3 scripts/sweep_mmq.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/sweep.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        study) python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        *) echo "unknown step $step"; status=2 ;;
+    esac
+done
+# the stores (MLflow sqlite + artifacts, Optuna db) and champions come back as one tarball
+tar -czf "$OUT/stores.tar.gz" mlruns $(ls champions.json 2>/dev/null) 2>/dev/null
+exit $status

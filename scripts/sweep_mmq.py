@@ -1,0 +1,121 @@
+"""Exploratory grid over mmq_base configurations on the GPU (not a study: no gates, no
+promotion) to see where the time goes: the quantize pass alone, then each configuration
+and split-K at each T. Output: one CSV + a printed table, best first per T.
+
+    python3 scripts/sweep_mmq.py --out $OUT [--types q4_K] [--Ts 16,64,...] [--list]
+    --list prints the compile-time configurations (to precompile them off the GPU).
+"""
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels import mmq_base, mmq_f16  # noqa: E402
+
+
+def grid_f16(T: int) -> list[dict]:
+    shapes = [(128, 128, 2, 4), (128, 128, 4, 4), (64, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)]
+    out = []
+    for (bm, bn, wm, wn), st in itertools.product(shapes, (1, 2, 3)):
+        p = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "STAGES": st}
+        if mmq_f16.invalid_reason(p, "q8_0", {}) is None:
+            out.append(p)
+    return out
+
+
+def grid(T: int) -> list[dict]:
+    """Candidate configurations for a token count (valid ones only)."""
+    out = []
+    if T <= 32:
+        shapes = [(64, 16, 4, 1), (128, 16, 8, 1), (128, 32, 8, 1), (64, 32, 4, 1)]
+        stages, splits = (2, 3, 4), (1, 2, 4, 8)
+    elif T <= 256:
+        shapes = [(64, 64, 4, 2), (128, 64, 4, 2), (128, 64, 8, 1), (64, 32, 4, 1), (128, 128, 2, 4), (64, 128, 2, 4)]
+        stages, splits = (2, 3), (1, 2, 4)
+    else:
+        shapes = [(128, 128, 2, 4), (128, 128, 4, 4), (128, 64, 4, 2), (64, 128, 2, 4)]
+        stages, splits = (1, 2), (1,)
+    for (bm, bn, wm, wn), st, sk in itertools.product(shapes, stages, splits):
+        p = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "STAGES": st, "SPLITK": sk}
+        if mmq_base.invalid_reason(p, "q8_0", {}) is None:
+            out.append(p)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="out/sweep")
+    ap.add_argument("--types", default="q4_K")
+    ap.add_argument("--shape", default="4096x14336")
+    ap.add_argument("--Ts", default="16,64,128,256,1024,4096")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--family", default="mmq_base", choices=["mmq_base", "mmq_f16"])
+    args = ap.parse_args()
+    Ts = [int(t) for t in args.Ts.split(",")]
+    family = {"mmq_base": mmq_base.FAMILY, "mmq_f16": mmq_f16.FAMILY}[args.family]
+    configs = grid if args.family == "mmq_base" else grid_f16
+    if args.list:
+        seen = {json.dumps(mmq_base.family_compile_params(p), sort_keys=True) for T in Ts for p in configs(T)}
+        print(json.dumps([json.loads(s) for s in sorted(seen)]))
+        return 0
+
+    import numpy as np
+    import pandas as pd
+
+    from gates import perf
+    from kernels import q8_1_gpu, quant
+    from kernels.device import open_device
+    from kernels.family import Problem, Workload
+
+    device = open_device("cuda")
+    M, K = map(int, args.shape.split("x"))
+    rng = np.random.default_rng(0)
+    rows = []
+    for qtype in args.types.split(","):
+        w = quant.get(qtype).random_packed(M, K, rng)
+        for T in Ts:
+            x = rng.standard_normal((T, K), dtype=np.float32)
+            prob = Problem(Workload(qtype, M, K, T), w, x)
+            xb = device.to_device(x)
+            q, d, s = (device.empty((T, K), np.int8), device.empty((T, K // 32), np.float32),
+                       device.empty((T, K // 32), np.int32))
+
+            class QuantOnly:  # the quantize pass alone
+                def run(self):
+                    q8_1_gpu.quantize_into(device, xb, q, d, s, T, K)
+
+            tq = perf.time_variant(device, QuantOnly(), reps=args.reps)
+            rows.append(dict(type=qtype, T=T, config="q8_1 quantize pass", us=tq.median * 1e6, tflops=0.0))
+            for b in (xb, q, d, s):
+                b.release()
+            for p in configs(T):
+                try:
+                    variant = family.build(p, qtype, device)
+                except Exception as exc:  # a configuration that cannot launch is a row, not a crash
+                    rows.append(dict(type=qtype, T=T, config=json.dumps(p), us=float("nan"), tflops=0.0,
+                                     error=str(exc).splitlines()[0]))
+                    continue
+                bound = variant.prepare(prob)
+                t = perf.time_variant(device, bound, reps=args.reps)
+                rows.append(dict(type=qtype, T=T, config=json.dumps(p), us=t.median * 1e6,
+                                 tflops=prob.workload.flops / t.median / 1e12, splitk=bound.splitk,
+                                 regs=variant.resources.get("registers")))
+                bound.release()
+            best = max((r for r in rows if r["T"] == T and r["type"] == qtype), key=lambda r: r["tflops"])
+            print(f"{qtype} T={T}: quant {tq.median * 1e6:.1f} us; best {best['tflops']:.1f} TFLOP/s {best['config']}",
+                  flush=True)
+    df = pd.DataFrame(rows)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    df.to_csv(Path(args.out) / "sweep_mmq.csv", index=False)
+    with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_colwidth", 120):
+        print(df.sort_values(["type", "T", "tflops"], ascending=[True, True, False])
+              .groupby(["type", "T"]).head(4).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

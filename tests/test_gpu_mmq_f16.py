@@ -1,0 +1,74 @@
+"""Parity of the f16 path (weights dequantized to f16 in shared memory, f16 tensor cores).
+
+Its math differs from the integer contract, so the gate is against float64 dequant(W).x with
+the bound the two f16 roundings allow: |w_f16 - w| <= 2^-11 |w| and |x_f16 - x| <= 2^-11 |x|
+give |err| <= (2 * 2^-11 + small) * sum_k |w_k x_k| per output; f32 accumulation adds far less.
+The test uses 3 * 2^-11 * sum|w x| and also requires the error to be well below the int8
+path's activation-quantization error scale, so a wrong fragment layout cannot hide in it.
+"""
+import numpy as np
+import pytest
+
+from kernels import quant, reference
+from kernels.family import Problem, Workload
+from tests.gpu_fixtures import gpu_device  # noqa: F401  (fixture)
+from tests.test_gpu_mmq import SHAPES, TYPES, random_problem
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = [
+    {},
+    {"BM": 64, "BN": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 2},
+    {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1, "SPLITK": 2},
+]
+F16_EPS = 2.0**-11
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(CONFIGS)))
+def test_f16_parity(gpu_device, qtype, cfg):
+    from kernels import mmq_f16
+
+    variant = mmq_f16.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
+    rng = np.random.default_rng([cfg, TYPES.index(qtype), 16])
+    for M, K, T in SHAPES:
+        prob = random_problem(rng, qtype, M, K, T)
+        bound = variant.prepare(prob)
+        bound.poison()
+        bound.run()
+        got = bound.output()
+        bound.release()
+        assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten (NaN) outputs"
+        w = quant.get(qtype).dequantize(prob.w_packed).astype(np.float64)
+        x = prob.x.astype(np.float64)
+        ref = x @ w.T
+        scale = np.abs(x) @ np.abs(w).T  # sum_k |x w| per output
+        err = np.abs(got - ref)
+        worst = (err / (3 * F16_EPS * scale)).max()
+        assert worst <= 1.0, f"{qtype} {M}x{K}x{T} cfg{cfg}: error {worst:.3g} x the f16 bound"
+        # a layout bug shows as O(1) relative error; the f16 path must sit near f16 rounding
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+
+
+def test_f16_matches_reference_dequant_exactly_structured(gpu_device):
+    """With x = e_k (one-hot rows), the output is the f16-rounded weight column: checks the
+    dequantized values themselves, not just their sums."""
+    from kernels import mmq_f16
+
+    rng = np.random.default_rng(5)
+    for qtype in TYPES:
+        M, K = 48, 256
+        w = (rng.standard_normal((M, K)) * 0.1).astype(np.float32)
+        packed = quant.get(qtype).quantize(w)
+        T = 64
+        x = np.zeros((T, K), np.float32)
+        cols = rng.choice(K, T, replace=False)
+        x[np.arange(T), cols] = 1.0
+        variant = mmq_f16.FAMILY.build({"BM": 64, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 1}, qtype, gpu_device)
+        bound = variant.prepare(Problem(Workload(qtype, M, K, T), packed, x))
+        bound.poison()
+        bound.run()
+        got = bound.output()
+        bound.release()
+        want = quant.get(qtype).dequantize(packed)[:, cols].T.astype(np.float16).astype(np.float32)
+        np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp
