@@ -45,14 +45,28 @@ class Sweep:
                                                        Line("mmq_base", "mmq_base", "mmq_base")])
 
 
-def line_params(line: Line, qtype: str, T: int, arch: str) -> tuple[dict, str]:
-    """(params, where they came from): the promoted champion, else the family's heuristic."""
+def tuned_params(tuned: dict, family: str, qtype: str, T: int) -> dict | None:
+    """The swept best configuration for the largest swept T <= T (scripts/sweep_mmq.py best.json)."""
+    by_t = tuned.get(family, {}).get(qtype, {})
+    swept = sorted(int(t) for t in by_t if int(t) <= T)
+    if not swept:
+        return None
+    params = dict(by_t[str(swept[-1])])
+    if swept[-1] != T:  # a split-K chosen for another T is wrong here: let the launcher choose
+        params.pop("SPLITK", None)
+    return params
+
+
+def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = None) -> tuple[dict, str]:
+    """(params, origin): the promoted champion, else a swept best, else the family's heuristic."""
     from campaign import champions
 
     if line.lever:
         found = champions.lookup(line.lever, qtype, arch, T)
         if found is not None:
             return dict(found), "champion"
+    if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
+        return found, "sweep"
     if line.family in ("mmq_base", "mmq_f16"):
         module = __import__(f"kernels.{line.family}", fromlist=["heuristic_params"])
         return module.heuristic_params(T), "heuristic"
@@ -70,7 +84,7 @@ def time_point(device, variant, problem: Problem, reps: int, warmup: int):
 
 
 def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int = 0,
-              progress=print) -> pd.DataFrame:
+              progress=print, tuned: dict | None = None) -> pd.DataFrame:
     from kernels import families, quant
 
     rng = np.random.default_rng(seed)
@@ -86,7 +100,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 x = rng.standard_normal((T, K), dtype=np.float32)
                 problem = Problem(Workload(qtype, M, K, T), w, x)
                 for line in sweep.lines:
-                    params, origin = line_params(line, qtype, T, arch)
+                    params, origin = line_params(line, qtype, T, arch, tuned)
                     key = (line.family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
                         built[key] = families.get(line.family).build(params, qtype, device)
@@ -188,6 +202,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--tracking-uri", default=None)
     ap.add_argument("--no-ceilings", action="store_true")
+    ap.add_argument("--tuned", help="best.json from scripts/sweep_mmq.py: swept configurations per (type, T)")
     args = ap.parse_args(argv)
 
     from kernels import cuda_runtime
@@ -203,7 +218,8 @@ def main(argv=None) -> int:
     ceilings = {} if args.no_ceilings else cuda_runtime.measure_ceilings(device)
     print("device:", json.dumps(device.info, default=str))
     print("ceilings:", json.dumps(ceilings, default=str))
-    df = add_ratios(run_sweep(device, sweep, reps=args.reps), ceilings)
+    tuned = json.loads(Path(args.tuned).read_text()) if args.tuned and Path(args.tuned).exists() else None
+    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned), ceilings)
     record(df, ceilings, device.info, Path(args.out), args.tracking_uri)
     print(summary_table(df))
     return 0

@@ -28,14 +28,15 @@ COMPILE_KEYS = ("BM", "BN", "WARPS_M", "WARPS_N", "STAGES", "CVT", "MIN_BLOCKS")
 
 
 def heuristic_params(T: int) -> dict:
-    """A starting configuration per token count, used until a study promotes a champion."""
-    if T <= 16:
-        return {"BM": 128, "BN": 16, "WARPS_M": 8, "WARPS_N": 1, "STAGES": 3}
+    """A starting configuration per token count, used until a study promotes a champion
+    (from the q4_K 4096x14336 sweep of 2026-12-02, docs/perf-log.md)."""
     if T <= 32:
-        return {"BM": 128, "BN": 32, "WARPS_M": 8, "WARPS_N": 1, "STAGES": 3}
+        return {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 2}
     if T <= 64:
-        return {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2}
-    return {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 2}
+        return {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 3}
+    if T <= 256:
+        return {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 2}
+    return {"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 2}
 
 
 def full_params(params: dict) -> dict:
@@ -88,15 +89,20 @@ def check_shape(qtype: str, M: int, K: int, T: int) -> None:
         raise ValueError(f"mmq: need M >= 1 and T >= 1, got M={M}, T={T}")
 
 
+def ctas_per_sm(params: dict, smem: int, device_info: dict, regs: int) -> int:
+    """CTAs of `smem` bytes and `regs` registers per thread that one SM holds at once (>= 1)."""
+    t = threads(params)
+    return max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024), 2048 // t,
+                      65536 // max(1, regs * t)))
+
+
 def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int) -> int:
     """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once."""
     p = full_params(params)
     if p["SPLITK"]:
         return max(1, min(p["SPLITK"], K // 256))
     tiles = math.ceil(T / p["BN"]) * math.ceil(M / p["BM"])
-    per_sm = max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024),
-                        2048 // threads(p), 65536 // max(1, regs * threads(p))))
-    slots = device_info.get("sm_count", 132) * per_sm
+    slots = device_info.get("sm_count", 132) * ctas_per_sm(p, smem, device_info, regs)
     if tiles >= slots:
         return 1
     # fill at most one wave: a 1.2-wave grid costs two full rounds
@@ -124,6 +130,10 @@ class MMQFamily:
     def make_bound(self, device, variant: Variant, handle: dict, problem: Problem):
         return MMQBound(device, variant, handle, problem)
 
+    def precompile_configs(self) -> list[dict]:
+        """Configurations a device call builds without a study (scripts/precompile.py compiles them)."""
+        return [DEFAULTS, *(heuristic_params(t) for t in (1, 16, 32, 64, 128, 256, 512, 2048))]  # every T branch
+
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         return {"QTYPE": QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
@@ -146,11 +156,12 @@ class MMQFamily:
         on_device = module.read_constant_int(self.smem_symbol)
         if on_device != smem:
             raise RuntimeError(f"{self.name}: smem formula {smem} != kernel's {on_device}")
-        resources = compiled.summary([self.kernel_name, self.reduce_name], dynamic_smem_bytes={self.kernel_name: smem})
+        helpers = [self.reduce_name] if self.reduce_name else []  # None: the kernel reduces (or never splits)
+        resources = compiled.summary([self.kernel_name, *helpers], dynamic_smem_bytes={self.kernel_name: smem})
         resources.update(device_arch=device.info["arch"], smem_limit_bytes=device.info.get("smem_per_block_optin"),
                          threads=threads(p))
         handle = {"module": module, "compiled": compiled, "smem": smem, "gemm": module.kernel(self.kernel_name, smem),
-                  "reduce": module.kernel(self.reduce_name, 0)}
+                  **({"reduce": module.kernel(self.reduce_name, 0)} if self.reduce_name else {})}
         return Variant(family=self.name, params=p, qtype=qtype, source=source,
                        resources=resources, impl=_Impl(self, device, handle))
 

@@ -68,10 +68,11 @@ class MMQF16Family(mmq_base.MMQFamily):
 
 
 def heuristic_params(T: int) -> dict:
-    """Starting configurations per T until a study promotes champions."""
+    """Starting configurations per T (q4_K 4096x14336 sweep of 2026-12-02: two CTAs per SM
+    with one stage beat deeper staging at one CTA per SM)."""
     if T <= 64:
-        return {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2}
-    return {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1}
+        return {"BM": 64, "BN": 64, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 1}
+    return {"BM": 64, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1}
 
 
 FAMILY = MMQF16Family()

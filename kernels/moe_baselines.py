@@ -30,7 +30,8 @@ QTYPE_ID = {"q4_K": 0, "q5_K": 1, "q6_K": 2, "q8_0": 3}
 ROUTE_WEIGHTS = "route_weights"  # Problem.extra key
 
 
-def _route_weights(problem: Problem, ids: np.ndarray) -> np.ndarray | None:
+def route_weights_of(problem: Problem, ids: np.ndarray) -> np.ndarray | None:
+    """problem.extra's routing weights as float32 shaped like ids, None when there are none."""
     w = problem.extra.get(ROUTE_WEIGHTS)
     if w is None:
         return None
@@ -40,7 +41,8 @@ def _route_weights(problem: Problem, ids: np.ndarray) -> np.ndarray | None:
     return w
 
 
-def _checked(problem: Problem, qtype: str, who: str) -> tuple[int, int, np.ndarray]:
+def check_moe_problem(problem: Problem, qtype: str, who: str) -> tuple[int, int, np.ndarray]:
+    """(n_experts, M, ids as int32) of an MoE problem, or a ValueError naming what does not match."""
     wl = problem.workload
     if not wl.is_moe or problem.ids is None:
         raise ValueError(f"{who}: MoE workloads only (n_experts, top_k and routing ids)")
@@ -101,22 +103,26 @@ class _Impl:
         return self.bound_cls(self.device, self.kernel, variant, problem)
 
 
-class MatvecBound:
-    """Device inputs of one MoE problem; run() rotates through the weight/activation copies."""
+class MoeInputs:
+    """Device inputs of one MoE problem and its output: weight and activation copies that run()
+    rotates through, routing ids and weights, the Q8_1 activation scratch, Y [T, top_k, M].
+    run() = Q8_1-quantize the next activation copy, then the subclass's `launch(weights)`."""
 
-    def __init__(self, device, kernel, variant: Variant, problem: Problem) -> None:
+    who = "moe"  # names the family in error messages
+
+    def __init__(self, device, variant: Variant, problem: Problem) -> None:
         from kernels import q8_1_gpu
 
         wl = problem.workload
-        self.n_experts, self.M, ids = _checked(problem, variant.qtype, "moe_matvec")
-        route_w = _route_weights(problem, ids)
-        self.device, self.kernel, self.wl, self.q8 = device, kernel, wl, q8_1_gpu
-        w = np.ascontiguousarray(problem.w_packed)
+        self.n_experts, self.M, ids = check_moe_problem(problem, variant.qtype, self.who)
+        route_w = route_weights_of(problem, ids)
+        self.device, self.wl, self.q8 = device, wl, q8_1_gpu
+        w = self.weights_layout(np.ascontiguousarray(problem.w_packed))
         x = np.ascontiguousarray(problem.x, dtype=np.float32)
         n = rotation_copies(device.info.get("l2_bytes"), w.nbytes + x.nbytes)
         self.w = [device.to_device(w) for _ in range(n)]
         self.x = [device.to_device(x) for _ in range(n)]
-        self.row_bytes = w.shape[2]
+        self.row_bytes = problem.w_packed.shape[2]
         self.ids = device.to_device(ids)
         self.route_w = device.to_device(route_w) if route_w is not None else None
         T, K = wl.T, wl.K
@@ -124,19 +130,20 @@ class MatvecBound:
         self.xd = device.empty((T, K // 32), np.float32)
         self.xs = device.empty((T, K // 32), np.int32)
         self.out = device.empty((T, wl.top_k, self.M), np.float32)
-        p = variant.params
-        self.grid = (math.ceil(self.M / (p["MV_WARPS"] * p["MV_ROWS"])), T * wl.top_k, 1)
-        self.block = (32 * p["MV_WARPS"], 1, 1)
         self.i = 0
+
+    def weights_layout(self, w_packed: np.ndarray) -> np.ndarray:
+        """The bytes uploaded for the expert weights uint8 [E, M, row_bytes]: as they are."""
+        return w_packed
+
+    def launch(self, weights) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         wl, i = self.wl, self.i
         self.i = (i + 1) % len(self.w)
         self.q8.quantize_into(self.device, self.x[i], self.xq, self.xd, self.xs, wl.T, wl.K)
-        self.kernel.launch(self.grid, self.block,
-                           (self.w[i], self.ids, np.int32(self.n_experts), self.xq, self.xd, self.xs,
-                            self.route_w if self.route_w is not None else 0, self.out,
-                            np.int32(self.M), np.int32(wl.K), np.int32(wl.top_k), np.int64(self.row_bytes)), 0)
+        self.launch(self.w[i])
 
     def output(self) -> np.ndarray:
         self.device.synchronize()
@@ -150,6 +157,26 @@ class MatvecBound:
             if buf is not None:
                 buf.release()
         self.w, self.x = [], []
+
+
+class MatvecBound(MoeInputs):
+    """One matvec launch over every (row block, routed pair)."""
+
+    who = "moe_matvec"
+
+    def __init__(self, device, kernel, variant: Variant, problem: Problem) -> None:
+        super().__init__(device, variant, problem)
+        self.kernel = kernel
+        p = variant.params
+        self.grid = (math.ceil(self.M / (p["MV_WARPS"] * p["MV_ROWS"])), self.wl.T * self.wl.top_k, 1)
+        self.block = (32 * p["MV_WARPS"], 1, 1)
+
+    def launch(self, weights) -> None:
+        wl = self.wl
+        self.kernel.launch(self.grid, self.block,
+                           (weights, self.ids, np.int32(self.n_experts), self.xq, self.xd, self.xs,
+                            self.route_w if self.route_w is not None else 0, self.out,
+                            np.int32(self.M), np.int32(wl.K), np.int32(wl.top_k), np.int64(self.row_bytes)), 0)
 
 
 # ---------------------------------------------------------------- moe_dequant_cublas
@@ -190,8 +217,8 @@ class DequantLoopBound:
 
         torch, tdev = cuda_runtime.torch_device(device)
         wl = problem.workload
-        self.n_experts, self.M, ids = _checked(problem, variant.qtype, "moe_dequant_cublas")
-        route_w = _route_weights(problem, ids)
+        self.n_experts, self.M, ids = check_moe_problem(problem, variant.qtype, "moe_dequant_cublas")
+        route_w = route_weights_of(problem, ids)
         _struct, block, _size, lanes = dequant_cublas.FORMATS[variant.qtype]
         self.device, self.kernel, self.torch, self.wl = device, kernel, torch, wl
         self.gemm_out = variant.params["gemm_out"]

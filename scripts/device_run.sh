@@ -18,7 +18,7 @@ status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
     args=()
-    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ]; do
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ]; do
         args+=("$1"); shift
     done
     case $step in
@@ -27,6 +27,8 @@ while [ $# -gt 0 ]; do
         bench) python3 -m campaign.bench --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/bench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         sweep) python3 scripts/sweep_mmq.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/sweep.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        moebench) python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         study) python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;

@@ -1,5 +1,5 @@
-"""Time the MoE baselines (moe_matvec, moe_dequant_cublas) and the GPU routing on the real MoE
-suites, with each approach's expert-weight traffic, on the GPU at hand. Random valid weight
+"""Time the MoE baselines (moe_matvec, moe_dequant_cublas), the fused grouped MMQ (moe_fused, at
+the moe_fusion lever's defaults and at BN=128) and the GPU routing on the real MoE suites, with each approach's expert-weight traffic, on the GPU at hand. Random valid weight
 blocks (QType.random_packed: quantizing 128 experts with the numpy search would take minutes).
 
     python3 scripts/moe_baseline_bench.py [--suite moe_qwen3] [--types q4_K ...] [--tokens 128 2048] [--out DIR]
@@ -39,8 +39,14 @@ def main() -> int:
     ap.add_argument("--out", default="out")
     args = ap.parse_args()
 
-    from kernels import cuda_runtime
+    from experiments.moe_fusion import LEVER as MOE_FUSION
+    from kernels import cuda_runtime, moe_fused
     from kernels.moe_baselines import FAMILIES
+
+    fused_defaults = {**MOE_FUSION.fixed, **MOE_FUSION.defaults}
+    runs = [(name, family, {}) for name, family in FAMILIES.items()]
+    runs += [("moe_fused", moe_fused.FAMILY, fused_defaults),
+             ("moe_fused_bn128", moe_fused.FAMILY, {**fused_defaults, "BN": 128, "WARPS_M": 2, "WARPS_N": 4})]
     from kernels.moe_route_gpu import GpuRouter
 
     device = cuda_runtime.open_cuda_device()
@@ -59,18 +65,21 @@ def main() -> int:
         base = {"workload": wl.label(), "max_tokens_per_expert": int(counts.max()),
                 "active_experts": traffic[64].active_experts, "unique_weight_bytes": traffic[64].unique_bytes,
                 **{f"fused_ratio_tile{t}": tr.ratio("fused") for t, tr in traffic.items()}}
-        for name, family in FAMILIES.items():
+        for name, family, params in runs:
             key = (name, wl.qtype)
             if key not in variants:
-                variants[key] = family.build({}, wl.qtype, device)
+                variants[key] = family.build(params, wl.qtype, device)
             bound = variants[key].prepare(problem)
             try:
                 inner = 1 if name == "moe_dequant_cublas" else 5  # the loop syncs on the counts each run
                 sec = median_seconds(device, bound.run, args.reps, inner)
             finally:
                 bound.release()
-            approach = "matvec" if name == "moe_matvec" else "dequant_cublas"
-            read = getattr(traffic[64], f"{approach}_bytes")
+            if name.startswith("moe_fused"):
+                read = weight_traffic(counts, wl.qtype, wl.M, wl.K, variants[key].params["BN"]).fused_bytes
+            else:
+                approach = "matvec" if name == "moe_matvec" else "dequant_cublas"
+                read = getattr(traffic[64], f"{approach}_bytes")
             rows.append({**base, "family": name, "ms": sec * 1e3, "tflops": wl.flops / sec / 1e12,
                          "weight_bytes_read": read, "weight_ratio": read / traffic[64].unique_bytes,
                          "unique_weight_tb_s": traffic[64].unique_bytes / sec / 1e12})

@@ -1,70 +1,106 @@
-"""Compile, off the GPU, every CUDA configuration a device call will need (each CUDA family's
-defaults and heuristics for every type, the GPU tests' configurations, and optional extra
-lists), into MMQ_CACHE_DIR, which the device call carries: the GPU's minutes go to running.
+"""Compile, off the GPU, every CUDA configuration a device call will need, into MMQ_CACHE_DIR,
+which the device call carries: the GPU's minutes go to running, not nvcc.
 
-    MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--types q4_K,...]
-        [--extra mmq_base=params.json] [--extra mmq_f16=params.json]
+For every type, each CUDA family gets compiled at:
+  - the defaults of every CUDA lever that names it (the incumbents are levers too),
+  - its own `precompile_configs()` when it has one (mmq_base: the per-T heuristics),
+  - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
+    PRECOMPILE = {family name: [params, ...]},
+  - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]}.
+Configurations a family calls invalid for a type are skipped (and said so). Then the runtime
+pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
+
+    MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
 """
 import argparse
+import importlib
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from kernels import mmq_base, mmq_f16  # noqa: E402
+import experiments  # noqa: E402
+from gates.static import DEFAULT_SMEM_OPTIN, SMEM_OPTIN_BY_ARCH  # noqa: E402
+from kernels import families, nvcc  # noqa: E402
+from kernels.mmq_base import QTYPE_ID  # noqa: E402
 
-TYPES = list(mmq_base.QTYPE_ID)
-TILE_FAMILIES = {"mmq_base": mmq_base, "mmq_f16": mmq_f16}
-HEURISTIC_TS = (16, 32, 64, 128, 4096)
+TYPES = list(QTYPE_ID)
 
 
-def tile_configs(name: str, extra: list[dict]) -> list[dict]:
-    """Distinct compile-time configurations of one tile family."""
-    from tests import test_gpu_mmq, test_gpu_mmq_f16
+def merge(into: dict[str, list[dict]], more: dict[str, list[dict]]) -> None:
+    for name, configs in more.items():
+        into.setdefault(name, []).extend(configs)
 
-    tests = {"mmq_base": test_gpu_mmq.CONFIGS, "mmq_f16": test_gpu_mmq_f16.CONFIGS}[name]
-    module = TILE_FAMILIES[name]
-    found = [mmq_base.DEFAULTS, *tests, *(module.heuristic_params(t) for t in HEURISTIC_TS), *extra]
-    unique = {json.dumps(mmq_base.family_compile_params(c), sort_keys=True): c for c in found}
-    return list(unique.values())
+
+def test_configs() -> dict[str, list[dict]]:
+    """PRECOMPILE of every GPU test module."""
+    found: dict[str, list[dict]] = {}
+    for path in sorted((ROOT / "tests").glob("test_gpu_*.py")):
+        merge(found, getattr(importlib.import_module(f"tests.{path.stem}"), "PRECOMPILE", {}))
+    return found
+
+
+def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    merge(found, {lv.family: [{**lv.fixed, **lv.defaults}] for lv in experiments.all_levers() if lv.backend == "cuda"})
+    merge(found, test_configs())
+    merge(found, extra)
+    for name in list(found):
+        own = getattr(families.get(name), "precompile_configs", None)
+        merge(found, {name: own() if own else []})
+    return found
+
+
+def jobs(configs: dict[str, list[dict]], types: list[str], arch: str) -> list[tuple[str, dict, str]]:
+    """(family name, params, qtype) for each distinct source text; invalid ones reported and skipped."""
+    info = {"arch": arch, "smem_per_block_optin": SMEM_OPTIN_BY_ARCH.get(nvcc.arch_base(arch), DEFAULT_SMEM_OPTIN)}
+    seen, out = set(), []
+    for name, params_list in configs.items():
+        family = families.get(name)
+        unique = {json.dumps(params, sort_keys=True): params for params in params_list}
+        for params in unique.values():
+            for qtype in types:
+                invalid = getattr(family, "invalid", None)
+                try:
+                    reason = invalid(params, qtype, info) if invalid else None
+                    source = None if reason else family.source(params, qtype)
+                except ValueError as exc:
+                    reason = str(exc)
+                if reason:
+                    print(f"skip {name} {qtype} {json.dumps(params, sort_keys=True)}: {reason}")
+                elif source not in seen:
+                    seen.add(source)
+                    out.append((name, params, qtype))
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--extra", help="JSON file: a list of mmq_base parameter dicts, or {family: [dicts]}")
     ap.add_argument("--types", default=",".join(TYPES))
-    ap.add_argument("--extra", action="append", default=[], help="FAMILY=file.json (a list of parameter dicts)")
     args = ap.parse_args()
-    types = args.types.split(",")
-    extra = {name: [] for name in TILE_FAMILIES}
-    for item in args.extra:
-        name, path = item.split("=", 1)
-        extra[name] += json.loads(Path(path).read_text())
+    extra = json.loads(Path(args.extra).read_text()) if args.extra else {}
+    extra = {"mmq_base": extra} if isinstance(extra, list) else extra
+    todo = jobs(family_configs(extra), args.types.split(","), args.arch)
+    from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 
-    from kernels import cuda_runtime, dequant_cublas, q8_1_gpu
-
-    for qtype in types:  # the other CUDA pieces a device call loads
-        dequant_cublas.FAMILY.compile_only({}, qtype, args.arch)
     q8_1_gpu.compile_for(args.arch)
+    moe_route_gpu.compile_for(args.arch)
     cuda_runtime.compile_spin(args.arch)
-    jobs = [(name, c, q) for name in TILE_FAMILIES for c in tile_configs(name, extra[name]) for q in types]
 
-    def compile_job(job):
+    def compile_one(job):
         name, params, qtype = job
-        if TILE_FAMILIES[name].invalid_reason(params, qtype, {}) is not None:
-            return None
-        return TILE_FAMILIES[name].FAMILY.compile_only(params, qtype, args.arch)
+        return families.get(name).compile_only(params, qtype, args.arch)
 
     with ThreadPoolExecutor(2) as pool:
-        for (name, c, q), res in zip(jobs, pool.map(compile_job, jobs)):
-            if res is None:
-                continue
-            kernel = TILE_FAMILIES[name].FAMILY.kernel_name
-            r = res.resources[kernel]
-            print(f"{name:8s} {q:5s} {json.dumps(mmq_base.family_compile_params(c))}: {r['registers']} regs, "
-                  f"spills {r['spill_store_bytes']}, cached={res.from_cache}", flush=True)
+        for (name, params, qtype), compiled in zip(todo, pool.map(compile_one, todo)):
+            s = compiled.summary()
+            print(f"{name:16s} {qtype:5s} {json.dumps(params, sort_keys=True)}: {s['registers']} regs, "
+                  f"spills {s['spill_store_bytes']}, cached={compiled.from_cache}")
     return 0
 
 

@@ -38,9 +38,10 @@ def grid(T: int) -> list[dict]:
     else:
         shapes = [(128, 128, 2, 4), (128, 128, 4, 4), (128, 64, 4, 2), (64, 128, 2, 4)]
         stages, splits = (1, 2), (1,)
-    for (bm, bn, wm, wn), st, sk in itertools.product(shapes, stages, splits):
-        p = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "STAGES": st, "SPLITK": sk}
-        if mmq_base.invalid_reason(p, "q8_0", {}) is None:
+    for (bm, bn, wm, wn), st, sk, mb in itertools.product(shapes, stages, splits, (1, 2)):
+        p = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "STAGES": st, "SPLITK": sk, "MIN_BLOCKS": mb}
+        two_fit = 2 * (mmq_base.smem_bytes(p, "q4_K") + 1024) <= 228 * 1024 and mmq_base.threads(p) <= 512
+        if mmq_base.invalid_reason(p, "q8_0", {}) is None and (mb == 1 or two_fit):
             out.append(p)
     return out
 
@@ -109,8 +110,16 @@ def main() -> int:
             print(f"{qtype} T={T}: quant {tq.median * 1e6:.1f} us; best {best['tflops']:.1f} TFLOP/s {best['config']}",
                   flush=True)
     df = pd.DataFrame(rows)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    df.to_csv(Path(args.out) / "sweep_mmq.csv", index=False)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / f"sweep_{args.family}.csv", index=False)
+    # best configuration per (type, T), merged into best.json for `campaign.bench --tuned`
+    best_path = out / "best.json"
+    best = json.loads(best_path.read_text()) if best_path.exists() else {}
+    for (qtype, T), part in df[df.tflops > 0].groupby(["type", "T"]):
+        top = part.sort_values("tflops", ascending=False).iloc[0]
+        best.setdefault(args.family, {}).setdefault(qtype, {})[str(T)] = json.loads(top["config"])
+    best_path.write_text(json.dumps(best, indent=1))
     with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_colwidth", 120):
         print(df.sort_values(["type", "T", "tflops"], ascending=[True, True, False])
               .groupby(["type", "T"]).head(4).to_string(index=False))

@@ -22,6 +22,7 @@ CONFIGS = [
 ]
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 128)]  # (M, K, T): odd edges, 1..3 super-blocks
 TIGHT = 1e-4  # max |gpu - int ref| / max |int ref|
+PRECOMPILE = {"mmq_base": CONFIGS}  # scripts/precompile.py builds these off the GPU
 
 
 def random_problem(rng, qtype, M, K, T):
@@ -63,3 +64,13 @@ def test_mmq_rejects_bad_shape(gpu_device):
     bad = Problem(Workload("q4_K", 16, 300, 4), prob.w_packed, rng.standard_normal((4, 300)).astype(np.float32))
     with pytest.raises(ValueError, match="multiple of 256"):
         variant.prepare(bad)
+
+
+def test_dispatcher_runs_its_choice(gpu_device, tmp_path):
+    from kernels import dispatch
+
+    rng = np.random.default_rng(11)
+    prob = random_problem(rng, "q4_K", 96, 512, 33)
+    got = dispatch.mmq(prob.w_packed, "q4_K", prob.x, gpu_device, champions_path=tmp_path / "none.json")
+    ref = reference.gemm_int(prob.w_packed, "q4_K", quant.quantize_q8_1(prob.x))
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= TIGHT

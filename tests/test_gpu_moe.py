@@ -119,6 +119,7 @@ def test_gpu_gather_and_scatter_rows(gpu_device):
 # ---------------------------------------------------------------- baselines
 
 MATVEC_CONFIGS = [{}, {"MV_WARPS": 2, "MV_ROWS": 3}, {"MV_WARPS": 8, "MV_ROWS": 1}]
+PRECOMPILE = {"moe_matvec": MATVEC_CONFIGS}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)

@@ -199,12 +199,20 @@ def test_cache_hits_memory_then_disk_without_running_nvcc():
 
 
 def test_cache_key_covers_included_headers(tmp_path, monkeypatch):
+    """An edit to a header the source includes (directly or through another header) changes
+    the key; an edit to a header it does not include leaves cached cubins valid."""
     monkeypatch.setattr(nvcc, "CUDA_DIR", tmp_path)
+    (tmp_path / "outer.cuh").write_text('#include "common.cuh"\n')
     header = tmp_path / "common.cuh"
     header.write_text("#define A 1\n")
-    before = nvcc.compile_key("src", {}, "sm_90", [])
+    unrelated = tmp_path / "other.cuh"
+    unrelated.write_text("#define B 1\n")
+    src = '#include "outer.cuh"\n'
+    before = nvcc.compile_key(src, {}, "sm_90", [])
+    unrelated.write_text("#define B 2\n")
+    assert nvcc.compile_key(src, {}, "sm_90", []) == before
     header.write_text("#define A 2\n")
-    assert nvcc.compile_key("src", {}, "sm_90", []) != before
+    assert nvcc.compile_key(src, {}, "sm_90", []) != before
 
 
 # ---------------------------------------------------------------- our kernels

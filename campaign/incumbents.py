@@ -1,0 +1,68 @@
+"""What a candidate must beat on each workload: the champion of the lever's incumbent for
+(qtype, arch, T regime), or that lever's defaults before any promotion.
+
+A lever whose `incumbent` is None is a baseline: it is measured against its own defaults.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import experiments
+from campaign import champions
+from campaign.errors import CampaignError
+from campaign.workloads import regime
+from experiments.base import Lever
+from kernels import families
+from kernels.family import Variant, Workload
+
+
+@dataclass(frozen=True)
+class IncumbentSpec:
+    lever: str
+    family: str
+    params: dict
+    origin: str  # "champion" or "defaults"
+    mlflow_run_id: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: Path) -> dict[str, IncumbentSpec]:
+    """Incumbent per workload label, from the champions file as it is now."""
+    target = experiments.get(lever.incumbent) if lever.incumbent else lever
+    specs = {}
+    for w in workloads:
+        record = champions.current(target.name, champions.key(w.qtype, arch, regime(w.T)), champions_path)
+        if record:
+            specs[w.label()] = IncumbentSpec(target.name, record["family"], record["params"], "champion",
+                                             record.get("mlflow_run_id", ""))
+        else:
+            specs[w.label()] = IncumbentSpec(target.name, target.family, {**target.fixed, **target.defaults},
+                                             "defaults")
+    return specs
+
+
+def from_json(data: dict) -> dict[str, IncumbentSpec]:
+    return {label: IncumbentSpec(**spec) for label, spec in data.items()}
+
+
+def build(specs: dict[str, IncumbentSpec], workloads: list[Workload], device) -> dict[str, Variant]:
+    """Incumbent variants per workload label; one build per distinct (family, params, qtype)."""
+    built: dict[str, Variant] = {}
+    variants = {}
+    for w in workloads:
+        spec = specs[w.label()]
+        cache_key = json.dumps([spec.family, spec.params, w.qtype], sort_keys=True)
+        if cache_key not in built:
+            try:
+                built[cache_key] = families.get(spec.family).build(spec.params, w.qtype, device)
+            except CampaignError:
+                raise
+            except Exception as exc:
+                raise CampaignError(f"incumbent {spec.lever} ({spec.origin}) does not build for {w.qtype}: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        variants[w.label()] = built[cache_key]
+    return variants

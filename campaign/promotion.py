@@ -1,0 +1,76 @@
+"""Re-judge a chosen trial with fresh measurements (`campaign gate`) and, when every gate is
+green, record it as champion (`campaign promote`): champions.json and MLflow tags.
+
+The variant is measured against the champions as they are now, not as they were when
+its study began, so a stale study can never demote a better champion.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import experiments
+from campaign import champions, incumbents, paths, workloads
+from campaign.errors import PromotionRefused
+from campaign.refs import TrialRef
+from campaign.trial import Evaluation, evaluate, make_context
+from gates import promote as rule
+from gates.result import GateResult
+
+
+@dataclass
+class Judgement:
+    ref: TrialRef
+    arch: str
+    evaluation: Evaluation
+    verdict: GateResult
+
+    def lines(self) -> list[str]:
+        reached = {g.gate for g in self.evaluation.gates}
+        return [g.line() for g in self.evaluation.gates] + [f"{name:7s} NOT RUN" for name in rule.REQUIRED
+                                                            if name not in reached]
+
+
+def judge(ref: TrialRef, opts) -> Judgement:
+    lever = experiments.get(ref.lever)
+    device = opts.open_device(lever.backend)
+    arch = device.info["arch"]
+    suite_workloads = workloads.get(ref.suite).workloads(ref.types)
+    specs = incumbents.resolve(lever, suite_workloads, arch, paths.champions_file(opts.root))
+    # every workload timed in full: a verdict is never cut short
+    ctx = make_context(lever, ref.types, ref.suite, device, opts.perf_config(abandon=None), specs)
+    ev = evaluate(ctx, ref.params, np.random.default_rng())
+    return Judgement(ref, arch, ev, rule.verdict(ev.gates))
+
+
+def promote(j: Judgement, opts) -> dict[str, dict]:
+    """Record a judged variant as champion: {champion key: record}. Refused unless all gates are green."""
+    ref = j.ref
+    if not j.verdict.passed:
+        raise PromotionRefused(f"not promoted: {ref.label()}: {j.verdict.reason}")
+    lever = experiments.get(ref.lever)
+    base = {"lever": lever.name, "family": lever.family, "params": ref.params, "study": ref.study,
+            "trial": ref.trial, "mlflow_run_id": ref.run_id or "", "tracking_uri": ref.tracking_uri or ""}
+    records = rule.champion_records(j.evaluation.perf, j.arch, base)
+    path = paths.champions_file(opts.root)
+    retired = {}
+    for champion_key, record in records.items():
+        previous = champions.promote(lever.name, champion_key, record, path)
+        if previous and previous.get("mlflow_run_id") and previous["mlflow_run_id"] != ref.run_id:
+            retired[champion_key] = previous
+    if ref.run_id:
+        _tag_runs(ref, opts, j, records, retired)
+    return records
+
+
+def _tag_runs(ref: TrialRef, opts, j: Judgement, records: dict, retired: dict) -> None:
+    tracker = opts.tracker(ref.tracking_uri, ref.experiment)
+    tags = {f"champion.{k}": "current" for k in records}
+    tags["champion"] = "true"
+    tags["promotion.verdicts"] = "\n".join(j.lines())
+    tracker.set_tags(ref.run_id, tags)
+    tracker.log_metrics(ref.run_id, {"promotion.geomean_speedup": j.evaluation.perf.geomean_speedup})
+    for champion_key, previous in retired.items():
+        if previous.get("tracking_uri") == tracker.uri:  # an old champion in another store stays as it is
+            tracker.set_tags(previous["mlflow_run_id"], {f"champion.{champion_key}": "retired"})

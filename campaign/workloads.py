@@ -1,0 +1,120 @@
+"""Named workload suites, declared as data: shapes x token counts, expanded per quant type.
+
+A suite names the parity suite that checks it (small shapes with odd tile edges and one
+or two K super-blocks), so every lever kind (dense, MoE) gets fitting parity shapes.
+
+Also the shape arithmetic every report needs: T regimes (the champion key), bytes moved
+and the roofline ceiling of a workload.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from campaign.errors import UnknownNameError
+from kernels import moe_workloads, quant
+from kernels.family import Workload
+
+# T regime of a workload: the dispatcher picks a champion per (qtype, arch, regime).
+REGIMES: tuple[tuple[str, float], ...] = (("small", 64), ("medium", 512), ("large", float("inf")))
+
+
+def regime(T: int) -> str:
+    return next(name for name, upper in REGIMES if T <= upper)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape of a suite; expanded to a Workload for each quant type."""
+
+    M: int
+    K: int
+    T: int
+    n_experts: int = 0
+    top_k: int = 0
+    routing: str = "uniform"
+
+
+def grid(shapes: list[tuple[int, int]], tokens: list[int], **moe) -> tuple[Case, ...]:
+    """Every (M, K) shape at every token count T."""
+    return tuple(Case(M, K, T, **moe) for (M, K), T in itertools.product(shapes, tokens))
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    cases: tuple[Case, ...]
+    parity: str  # the suite whose small shapes the parity gate checks
+    description: str = ""
+    types: tuple[str, ...] = ()  # quant types run when none are asked for; () = all the lever claims
+
+    def workloads(self, types: tuple[str, ...] | list[str]) -> list[Workload]:
+        return [Workload(qtype, c.M, c.K, c.T, c.n_experts, c.top_k, c.routing)
+                for qtype in types for c in self.cases]
+
+
+_DENSE_PARITY = (  # each M, T and K value at least once; odd edges; 1 and 2 super-blocks
+    Case(1, 256, 1), Case(37, 512, 5), Case(145, 256, 67),
+    Case(145, 512, 1), Case(1, 512, 67), Case(37, 256, 67),
+)
+
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("parity", _DENSE_PARITY, parity="parity", description="small dense shapes for the parity gate"),
+    Suite("cpu_tiny", grid([(128, 512)], [1, 16, 64]), parity="parity", types=("q4_K",),
+          description="smoke test of the CPU demo: seconds per trial"),
+    Suite("cpu_small", grid([(1024, 512), (256, 2048)], [1, 16, 64]), parity="parity", types=("q4_K", "q8_0"),
+          description="the CPU demo's campaign suite"),
+    Suite("dense", grid([(4096, 4096), (4096, 14336), (14336, 4096)], [16, 128, 512, 2048]), parity="parity",
+          description="GPU dense prefill GEMMs (Llama-8B-like projections)"),
+    # one T regime of the shape llama.cpp's MMQ was measured at: a study per regime, so each
+    # regime gets its own champion (the dispatcher keys champions by regime)
+    Suite("dense_small", grid([(4096, 14336)], [16, 64]), parity="parity",
+          description="llama.cpp anchor shape, small T (bandwidth/latency bound)"),
+    Suite("dense_medium", grid([(4096, 14336)], [128, 512]), parity="parity",
+          description="llama.cpp anchor shape, medium T"),
+    Suite("dense_large", grid([(4096, 14336)], [1024, 4096]), parity="parity",
+          description="llama.cpp anchor shape, large T (compute bound)"),
+)}
+SUITES.update({name: moe_workloads.moe_suite(name) for name in moe_workloads.MOE_SUITE_NAMES})  # real MoE models
+
+
+def get(name: str) -> Suite:
+    """A suite of SUITES or one of the real-model MoE suites of kernels.moe_workloads."""
+    if name in moe_workloads.MOE_SUITE_NAMES:
+        return moe_workloads.moe_suite(name)
+    if name not in SUITES:
+        known = ", ".join([*SUITES, *moe_workloads.MOE_SUITE_NAMES])
+        raise UnknownNameError(f"unknown workload suite {name!r}; known suites: {known}")
+    return SUITES[name]
+
+
+def workload_bytes(w: Workload) -> float:
+    """Bytes a GEMM must move at least: packed weights + float32 activations + float32 output."""
+    weights = w.M * quant.get(w.qtype).row_bytes(w.K) * max(1, w.n_experts)
+    rows_out = w.T * (w.top_k if w.is_moe else 1)
+    return float(weights + w.T * w.K * 4 + rows_out * w.M * 4)
+
+
+def roofline_tflops(w: Workload, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """min(compute peak, bandwidth x arithmetic intensity) in TFLOP/s."""
+    return min(peak_tflops, bandwidth_gbps * 1e9 * w.flops / workload_bytes(w) / 1e12)
+
+
+# Which measured peak bounds a family, by its arithmetic (its parity mode).
+PEAK_BY_MODE = {"int": "int8_tops", "bf16": "bf16_tflops", "f16": "f16_tflops"}
+
+
+def device_ceiling(w: Workload, ceilings: dict, mode: str) -> float | None:
+    """The roofline TFLOP/s of w on a device with these measured ceilings, None when unknown.
+
+    ceilings: {"int8_tops"|"bf16_tflops"|"f16_tflops": peak, "bandwidth_gbps": copy bandwidth}.
+    """
+    peak, bandwidth = ceilings.get(PEAK_BY_MODE.get(mode, "")), ceilings.get("bandwidth_gbps")
+    if not peak or not bandwidth:
+        return None
+    return roofline_tflops(w, float(peak), float(bandwidth))
+
+
+def metric_prefix(label: str) -> str:
+    """A workload label as an MLflow metric prefix: 'q4_K M256 K512 T16' -> 'q4_K/M256/K512/T16'."""
+    return label.replace(" ", "/")

@@ -1,0 +1,86 @@
+"""`campaign gate | promote | list | compare | report` on studies run here."""
+from __future__ import annotations
+
+import json
+
+import optuna
+from mlflow import MlflowClient
+
+from campaign import champions
+from tests.test_engine_study import FAST
+
+
+def test_promotion_refused_for_a_variant_that_fails_parity(campaign, test_levers):
+    code, _, err = campaign.run("test_broken", "--trials", "1", "--types", "q4_K")
+    assert code == 0, err
+    code, out, err = campaign("gate", "test_broken/0")
+    assert code == 1
+    assert "parity  FAIL" in out and "tight error" in out and "perf    NOT RUN" in out
+    code, out, err = campaign("promote", "test_broken/0")
+    assert code == 2
+    assert err.strip().startswith("error: not promoted: test_broken/0: parity gate failed: ")
+    assert not (campaign.root / "champions.json").exists()
+
+
+def test_promote_records_champion_then_refuses_to_promote_it_over_itself(root, capsys):
+    from tests.conftest import Campaign
+
+    campaign = Campaign(root, None, None, capsys)  # the default stores under --root
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 0, err
+    assert (root / "mlruns" / "mlflow.db").exists() and (root / "mlruns" / "artifacts").is_dir()
+
+    code, out, err = campaign("compare", "--lever", "cpu_demo")  # no champion yet: the best trial stands in
+    assert code == 0, err
+    assert [row.split()[1:3] for row in out.splitlines()[1:]] == [["best", "cpu_demo/0"]] * 3
+
+    code, out, err = campaign("promote", "cpu_demo/0")
+    assert code == 0, err + out
+    lines = out.splitlines()
+    assert [line.split()[:2] for line in lines[1:5]] == [["static", "PASS"], ["parity", "PASS"], ["perf", "PASS"],
+                                                           ["promote", "PASS"]]
+    assert "champion cpu_demo q4_K/cpu/small: cpu_demo/0" in out
+
+    record = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/small"]
+    assert record["params"] == FAST[0] and record["study"] == "cpu_demo" and record["trial"] == 0
+    assert record["history"] == [] and record["speedup"] > 1 + record["noise_floor"] + record["margin"]
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, root / "champions.json") == FAST[0]
+
+    run_id = optuna.load_study(study_name="cpu_demo", storage=campaign.storage).trials[0].user_attrs["mlflow_run_id"]
+    assert record["mlflow_run_id"] == run_id
+    tags = MlflowClient(f"sqlite:///{root / 'mlruns' / 'mlflow.db'}").get_run(run_id).data.tags
+    assert tags["champion.q4_K/cpu/small"] == "current" and "perf    PASS" in tags["promotion.verdicts"]
+
+    code, out, _ = campaign("list")
+    assert "champion q4_K/cpu/small: cpu_demo/0" in out
+
+    # Against itself as the incumbent there is nothing to win: refused, the record untouched.
+    code, out, err = campaign("promote", "cpu_demo/0")
+    assert code == 2 and "perf gate failed" in err
+    assert json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/small"] == record
+
+    code, out, err = campaign("compare", "--lever", "cpu_demo")
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:3] == ["lever", "key", "qtype"] and "champion_tflops" in header
+    assert len(rows) == 3 and all(r.split()[1] == "q4_K/cpu/small" for r in rows)  # T = 1, 16, 64
+
+    code, out, err = campaign("report", "--out", str(root / "plots"))
+    assert code == 0, err
+    png = root / "plots" / "cpu_demo_tflops_vs_T.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and (root / "plots" / "cpu_demo_table.csv").exists()
+
+
+def test_run_with_promote_runs_the_whole_loop(root, capsys, test_levers):
+    """The README's main command shape: study, gates, MLflow and promotion in one call."""
+    from tests.conftest import Campaign
+
+    campaign = Campaign(root, None, None, capsys)
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", "--promote",
+                                  f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 0, err + out
+    assert "static  PASS" in out and "parity  PASS" in out and "perf    PASS" in out
+    record = champions.lookup("cpu_demo", "q4_K", "cpu", 16, path=root / "champions.json")
+    assert record == FAST[0]
+    code, _, err = campaign.run("test_broken", "--trials", "1", "--types", "q4_K", "--promote")
+    assert code != 0 and "not promoted" in err
