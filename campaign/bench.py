@@ -34,6 +34,7 @@ class Line:
     name: str
     family: str
     lever: str | None = None  # champions of this lever are used when promoted
+    extra: tuple = ()  # (param, value) pairs added to whatever configuration is chosen
 
 
 @dataclass
@@ -101,6 +102,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 problem = Problem(Workload(qtype, M, K, T), w, x)
                 for line in sweep.lines:
                     params, origin = line_params(line, qtype, T, arch, tuned)
+                    params = {**params, **dict(line.extra)}
                     key = (line.family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
                         built[key] = families.get(line.family).build(params, qtype, device)
@@ -210,7 +212,8 @@ def main(argv=None) -> int:
 
     known = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
              "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
-             "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format")}
+             "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
+             "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),))}
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
                   Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
                   lines=[known[n] for n in args.lines.split(",")])

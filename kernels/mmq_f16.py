@@ -49,6 +49,8 @@ class F16Bound(mmq_base.MMQBound):
 
 
 class MMQF16Family(mmq_base.MMQFamily):
+    """DEQ (0 = f32 dequant math, 1 = f16x2) is this family's own compile-time parameter."""
+
     name = "mmq_f16"
     parity = "f16"
     cu_file = MMQ_F16_CU
@@ -58,6 +60,9 @@ class MMQF16Family(mmq_base.MMQFamily):
 
     def smem(self, params: dict, qtype: str) -> int:
         return smem_bytes(params, qtype)
+
+    def defines(self, params: dict, qtype: str) -> dict:
+        return {**super().defines(params, qtype), "DEQ": int(params.get("DEQ", 0))}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)
