@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from campaign import paths
+from campaign import paths, reference_cmd
 from campaign.errors import CampaignError
 
 EXIT_USER_ERROR = 2
@@ -269,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="levers, their search spaces and current champions").set_defaults(func=cmd_list)
+    reference_cmd.add_parser(sub)
 
     p = sub.add_parser("run", help="run an Optuna study of a lever")
     p.add_argument("lever")
