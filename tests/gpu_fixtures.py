@@ -25,3 +25,19 @@ def gpu_torch(gpu_device):
 
     pytest.importorskip("torch", reason="torch (the cuBLAS baseline) is not installed")
     return cuda_runtime.torch_device(gpu_device)
+
+
+def run_poisoned(bound):
+    """One launch into a NaN-poisoned output: unwritten elements stay NaN."""
+    bound.poison()
+    bound.run()
+    return bound.output()
+
+
+def run_once(variant, problem):
+    """Prepare `problem` on fresh buffers, run it once poisoned, release, return C."""
+    bound = variant.prepare(problem)
+    try:
+        return run_poisoned(bound)
+    finally:
+        bound.release()

@@ -10,7 +10,7 @@ import pytest
 
 from kernels import quant, reference
 from kernels.family import Problem, Workload
-from tests.gpu_fixtures import gpu_device  # noqa: F401  (fixture)
+from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -41,11 +41,7 @@ def test_mmq_parity(gpu_device, qtype, cfg):
     rng = np.random.default_rng([cfg, TYPES.index(qtype)])
     for M, K, T in SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
-        bound = variant.prepare(prob)
-        bound.poison()
-        bound.run()
-        got = bound.output()
-        bound.release()
+        got = run_once(variant, prob)
         assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten (NaN) outputs"
         ref = reference.gemm_int(prob.w_packed, qtype, quant.quantize_q8_1(prob.x))
         tight = np.abs(got - ref).max() / np.abs(ref).max()

@@ -10,9 +10,9 @@ path's activation-quantization error scale, so a wrong fragment layout cannot hi
 import numpy as np
 import pytest
 
-from kernels import quant, reference
+from kernels import quant
 from kernels.family import Problem, Workload
-from tests.gpu_fixtures import gpu_device  # noqa: F401  (fixture)
+from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import SHAPES, TYPES, random_problem
 
 pytestmark = pytest.mark.gpu
@@ -37,11 +37,7 @@ def test_f16_parity(gpu_device, qtype, cfg):
     rng = np.random.default_rng([cfg, TYPES.index(qtype), 16])
     for M, K, T in SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
-        bound = variant.prepare(prob)
-        bound.poison()
-        bound.run()
-        got = bound.output()
-        bound.release()
+        got = run_once(variant, prob)
         assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten (NaN) outputs"
         w = quant.get(qtype).dequantize(prob.w_packed).astype(np.float64)
         x = prob.x.astype(np.float64)
@@ -75,10 +71,6 @@ def test_f16_matches_reference_dequant_exactly_structured(gpu_device):
         cols = rng.choice(K, T, replace=False)
         x[np.arange(T), cols] = 1.0
         variant = mmq_f16.FAMILY.build({"BM": 64, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 1}, qtype, gpu_device)
-        bound = variant.prepare(Problem(Workload(qtype, M, K, T), packed, x))
-        bound.poison()
-        bound.run()
-        got = bound.output()
-        bound.release()
+        got = run_once(variant, Problem(Workload(qtype, M, K, T), packed, x))
         want = quant.get(qtype).dequantize(packed)[:, cols].T.astype(np.float16).astype(np.float32)
         np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp

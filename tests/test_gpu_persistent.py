@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gates import parity
-from tests.gpu_fixtures import gpu_device  # noqa: F401  (fixture)
+from tests.gpu_fixtures import gpu_device, run_poisoned  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import TYPES, random_problem
 
 pytestmark = pytest.mark.gpu
@@ -31,12 +31,6 @@ SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 128), (1100, 256, 1000), (300
 TIGHT = 1e-4  # max |gpu - int ref| / max |int ref|
 # scripts/precompile.py builds these off the GPU (mmq_base: the bit-identity test's tile)
 PRECOMPILE = {"mmq_persistent": CONFIGS, "mmq_base": [{"BM": 64, "BN": 32, "WARPS_M": 2, "WARPS_N": 2}]}
-
-
-def run_poisoned(bound) -> np.ndarray:
-    bound.poison()
-    bound.run()
-    return bound.output()
 
 
 @pytest.mark.parametrize("qtype", TYPES)
