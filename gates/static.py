@@ -86,7 +86,8 @@ def compile_defaults(lever: Lever, arch: str = "sm_90", family=None) -> GateResu
     """CI's static gate: the lever's defaults compiled with nvcc for each of its types.
 
     `family.compile_only(params, qtype, arch)` returns a `Compiled` (checked over all its
-    kernels, no dynamic smem) or a resource record like `Variant.resources`.
+    kernels, with the family's dynamic smem when it states it) or a resource record like
+    `Variant.resources`.
     """
     if lever.backend == "cpu":
         return GateResult("static", True, {"backend": "cpu"})
@@ -108,6 +109,12 @@ def compile_defaults(lever: Lever, arch: str = "sm_90", family=None) -> GateResu
             first = (str(exc).splitlines() or [""])[0]
             verdicts[qtype] = GateResult("static", False, {"built": 0}, f"compile failed: {first}")
             continue
-        resources = built.summary() if isinstance(built, nvcc.Compiled) else built
+        if isinstance(built, nvcc.Compiled):
+            # tile families know their dynamic shared memory: count it, as a launch would
+            dynamic = ({family.kernel_name: family.smem(params, qtype)}
+                       if hasattr(family, "smem") and hasattr(family, "kernel_name") else 0)
+            resources = built.summary(dynamic_smem_bytes=dynamic)
+        else:
+            resources = built
         verdicts[qtype] = check_resources(resources, lever, device_info)
     return merge("static", verdicts)
