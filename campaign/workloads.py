@@ -83,7 +83,7 @@ def get(name: str) -> Suite:
     if name in moe_workloads.MOE_SUITE_NAMES:
         return moe_workloads.moe_suite(name)
     if name not in SUITES:
-        known = ", ".join([*SUITES, *moe_workloads.MOE_SUITE_NAMES])
+        known = ", ".join(dict.fromkeys([*SUITES, *moe_workloads.MOE_SUITE_NAMES]))
         raise UnknownNameError(f"unknown workload suite {name!r}; known suites: {known}")
     return SUITES[name]
 

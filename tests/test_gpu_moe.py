@@ -181,5 +181,5 @@ def test_matvec_through_the_parity_gate(gpu_device):
     from kernels.moe_baselines import MOE_MATVEC
 
     variant = MOE_MATVEC.build({}, "q6_K", gpu_device)
-    result = parity.run(variant, get("parity_moe").workloads(["q6_K"]), np.random.default_rng(9), mode="int")
+    result = parity.run(variant, get("parity_moe_real").workloads(["q6_K"]), np.random.default_rng(9), mode="int")
     assert result.passed, result.reason
