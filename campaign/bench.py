@@ -10,6 +10,7 @@ timing does not depend on the values, and parity is gated separately on quantize
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import time
@@ -69,7 +70,7 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
         return found, "sweep"
     if line.family in ("mmq_base", "mmq_f16"):
-        module = __import__(f"kernels.{line.family}", fromlist=["heuristic_params"])
+        module = importlib.import_module(f"kernels.{line.family}")
         return module.heuristic_params(T), "heuristic"
     return {}, "fixed"
 
