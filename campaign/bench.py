@@ -69,7 +69,7 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
             return dict(found), "champion"
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
         return found, "sweep"
-    if line.family in ("mmq_base", "mmq_f16"):
+    if line.family in ("mmq_base", "mmq_f16", "mmq_wgmma"):
         module = importlib.import_module(f"kernels.{line.family}")
         return module.heuristic_params(T), "heuristic"
     return {}, "fixed"
@@ -214,7 +214,8 @@ def main(argv=None) -> int:
     known = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
              "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
              "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
-             "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),))}
+             "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
+             "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma")}
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
                   Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
                   lines=[known[n] for n in args.lines.split(",")])

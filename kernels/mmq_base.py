@@ -141,16 +141,24 @@ class MMQFamily:
     def source(self, params: dict, qtype: str) -> str:
         return nvcc.render_source(self.cu_file, self.defines(params, qtype))
 
+    def complete(self, params: dict) -> dict:
+        """The full parameter set a variant records (defaults filled in, derived ones set)."""
+        return full_params(params)
+
+    def target_arch(self, device_arch: str) -> str:
+        """The nvcc target for a device: its own arch (the wgmma family asks for sm_90a)."""
+        return device_arch
+
     def compile_only(self, params: dict, qtype: str, arch: str = "sm_90") -> nvcc.Compiled:
-        return nvcc.compile_cubin(self.source(params, qtype), arch=arch)
+        return nvcc.compile_cubin(self.source(self.complete(params), qtype), arch=self.target_arch(arch))
 
     def build(self, params: dict, qtype: str, device) -> Variant:
-        p = full_params(params)
+        p = self.complete(params)
         reason = self.invalid(p, qtype, device.info)
         if reason:
             raise ValueError(f"{self.name}: {reason}")
         source = self.source(p, qtype)
-        compiled = nvcc.compile_cubin(source, arch=device.info.get("arch", "sm_90"))
+        compiled = nvcc.compile_cubin(source, arch=self.target_arch(device.info.get("arch", "sm_90")))
         module = device.load(compiled)
         smem = self.smem(p, qtype)
         on_device = module.read_constant_int(self.smem_symbol)

@@ -384,8 +384,10 @@ def _first_error_line(stderr: str) -> str:
 def _dump_sass(cubin_path: Path) -> tuple[str, str]:
     """(SASS text, resource-usage text) of a cubin, one cuobjdump run."""
     tool = find_cuobjdump()
+    # cuobjdump runs nvdisasm, which the pip wheels put beside it rather than on PATH
+    env = {**os.environ, "PATH": f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     out = subprocess.run([tool, "--dump-resource-usage", "--dump-sass", str(cubin_path)],
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise CompileError(f"cuobjdump failed (exit {out.returncode}) on {cubin_path.name}\n"
                            f"command: {tool} --dump-sass {cubin_path}\n{out.stderr}")

@@ -11,10 +11,12 @@ Configurations a family calls invalid for a type are skipped (and said so). Then
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
 
     MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
+        [--families mmq_wgmma,...]
 """
 import argparse
 import importlib
 import json
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -82,10 +84,14 @@ def main() -> int:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--extra", help="JSON file: a list of mmq_base parameter dicts, or {family: [dicts]}")
     ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--families", help="only these families (comma-separated)")
     args = ap.parse_args()
     extra = json.loads(Path(args.extra).read_text()) if args.extra else {}
     extra = {"mmq_base": extra} if isinstance(extra, list) else extra
-    todo = jobs(family_configs(extra), args.types.split(","), args.arch)
+    configs = family_configs(extra)
+    if args.families:
+        configs = {name: c for name, c in configs.items() if name in args.families.split(",")}
+    todo = jobs(configs, args.types.split(","), args.arch)
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 
     q8_1_gpu.compile_for(args.arch)
@@ -96,7 +102,7 @@ def main() -> int:
         name, params, qtype = job
         return families.get(name).compile_only(params, qtype, args.arch)
 
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         for (name, params, qtype), compiled in zip(todo, pool.map(compile_one, todo)):
             s = compiled.summary()
             print(f"{name:16s} {qtype:5s} {json.dumps(params, sort_keys=True)}: {s['registers']} regs, "

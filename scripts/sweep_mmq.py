@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import mmq_base, mmq_f16  # noqa: E402
+from kernels import mmq_base, mmq_f16, mmq_wgmma  # noqa: E402
 
 
 def grid_f16(T: int) -> list[dict]:
@@ -22,6 +22,23 @@ def grid_f16(T: int) -> list[dict]:
     for (bm, bn, wm, wn), st in itertools.product(shapes, (1, 2, 3)):
         p = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "STAGES": st}
         if mmq_f16.invalid_reason(p, "q8_0", {}) is None:
+            out.append(p)
+    return out
+
+
+def grid_wgmma(T: int) -> list[dict]:
+    if T <= 16:
+        tiles, splits = [(64, 8), (64, 16), (128, 8), (128, 16)], (0, 4, 8)
+    elif T <= 64:
+        tiles, splits = [(64, 32), (64, 64), (128, 32), (128, 64)], (0, 2, 4)
+    elif T <= 256:
+        tiles, splits = [(64, 128), (128, 64), (128, 128), (128, 256)], (0, 2)
+    else:
+        tiles, splits = [(128, 128), (128, 192), (128, 256), (64, 256)], (0,)
+    out = []
+    for (bm, bn), st, deq, sk in itertools.product(tiles, (3, 4), (0, 1), splits):
+        p = {"BM": bm, "BN": bn, "STAGES": st, "DEQ": deq, "SPLITK": sk}
+        if mmq_wgmma.invalid_reason(p, "q8_0", {}) is None:
             out.append(p)
     return out
 
@@ -46,6 +63,10 @@ def grid(T: int) -> list[dict]:
     return out
 
 
+GRIDS = {"mmq_base": (mmq_base.FAMILY, grid), "mmq_f16": (mmq_f16.FAMILY, grid_f16),
+         "mmq_wgmma": (mmq_wgmma.FAMILY, grid_wgmma)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="out/sweep")
@@ -54,14 +75,13 @@ def main() -> int:
     ap.add_argument("--Ts", default="16,64,128,256,1024,4096")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--family", default="mmq_base", choices=["mmq_base", "mmq_f16"])
+    ap.add_argument("--family", default="mmq_base", choices=list(GRIDS))
     args = ap.parse_args()
     Ts = [int(t) for t in args.Ts.split(",")]
-    family = {"mmq_base": mmq_base.FAMILY, "mmq_f16": mmq_f16.FAMILY}[args.family]
-    configs = grid if args.family == "mmq_base" else grid_f16
-    if args.list:
-        seen = {json.dumps(mmq_base.family_compile_params(p), sort_keys=True) for T in Ts for p in configs(T)}
-        print(json.dumps([json.loads(s) for s in sorted(seen)]))
+    family, configs = GRIDS[args.family]
+    if args.list:  # {family: [params]}: the --extra file of scripts/precompile.py
+        seen = {json.dumps({k: v for k, v in p.items() if k != "SPLITK"}, sort_keys=True) for T in Ts for p in configs(T)}
+        print(json.dumps({args.family: [json.loads(s) for s in sorted(seen)]}))
         return 0
 
     import numpy as np

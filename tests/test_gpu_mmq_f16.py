@@ -38,22 +38,39 @@ def test_f16_parity(gpu_device, qtype, cfg):
     for M, K, T in SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
         got = run_once(variant, prob)
-        assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten (NaN) outputs"
-        w = quant.get(qtype).dequantize(prob.w_packed).astype(np.float64)
-        x = prob.x.astype(np.float64)
-        ref = x @ w.T
-        # each weight's f16 error is at most eps * (|w| + |sw q| + |mn|): w rounded once, and with
-        # DEQ=1 also sw and mn rounded to f16 before the fma (which cancels when w is near 0)
-        form = quant.get(qtype).decompose(prob.w_packed)
-        g = form.group
-        sq = np.abs(np.repeat(form.scale, g, axis=1).astype(np.float64) * form.q.astype(np.float64))
-        mn = np.abs(np.repeat(form.minv, g, axis=1).astype(np.float64)) if form.minv is not None else 0.0
-        scale = np.abs(x) @ (np.abs(w) + sq + mn).T
-        err = np.abs(got - ref)
-        worst = (err / (1.5 * F16_EPS * scale)).max()
-        assert worst <= 1.0, f"{qtype} {M}x{K}x{T} cfg{cfg}: error {worst:.3g} x the f16 bound"
-        # a layout bug shows as O(1) relative error; the f16 path must sit near f16 rounding
-        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+        assert_f16_parity(got, prob, f"{qtype} {M}x{K}x{T} cfg{cfg}")
+
+
+def assert_f16_parity(got: np.ndarray, prob: Problem, label: str) -> None:
+    """The f16 path's bound against float64 (module docstring); shared with the wgmma path."""
+    assert not np.isnan(got).any(), f"{label}: unwritten (NaN) outputs"
+    qtype = prob.workload.qtype
+    w = quant.get(qtype).dequantize(prob.w_packed).astype(np.float64)
+    x = prob.x.astype(np.float64)
+    ref = x @ w.T
+    # each weight's f16 error is at most eps * (|w| + |sw q| + |mn|): w rounded once, and with
+    # DEQ=1 also sw and mn rounded to f16 before the fma (which cancels when w is near 0)
+    form = quant.get(qtype).decompose(prob.w_packed)
+    g = form.group
+    sq = np.abs(np.repeat(form.scale, g, axis=1).astype(np.float64) * form.q.astype(np.float64))
+    mn = np.abs(np.repeat(form.minv, g, axis=1).astype(np.float64)) if form.minv is not None else 0.0
+    scale = np.abs(x) @ (np.abs(w) + sq + mn).T
+    err = np.abs(got - ref)
+    worst = (err / (1.5 * F16_EPS * scale)).max()
+    assert worst <= 1.0, f"{label}: error {worst:.3g} x the f16 bound"
+    # a layout bug shows as O(1) relative error; the f16 path must sit near f16 rounding
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+
+
+def one_hot_problem(rng, qtype: str, M: int = 48, K: int = 256, T: int = 64) -> tuple[Problem, np.ndarray]:
+    """x = e_k rows: the output is the f16-rounded weight columns (returned as the expectation)."""
+    w = (rng.standard_normal((M, K)) * 0.1).astype(np.float32)
+    packed = quant.get(qtype).quantize(w)
+    x = np.zeros((T, K), np.float32)
+    cols = rng.choice(K, T, replace=False)
+    x[np.arange(T), cols] = 1.0
+    want = quant.get(qtype).dequantize(packed)[:, cols].T.astype(np.float16).astype(np.float32)
+    return Problem(Workload(qtype, M, K, T), packed, x), want
 
 
 def test_f16_matches_reference_dequant_exactly_structured(gpu_device):
@@ -63,14 +80,7 @@ def test_f16_matches_reference_dequant_exactly_structured(gpu_device):
 
     rng = np.random.default_rng(5)
     for qtype in TYPES:
-        M, K = 48, 256
-        w = (rng.standard_normal((M, K)) * 0.1).astype(np.float32)
-        packed = quant.get(qtype).quantize(w)
-        T = 64
-        x = np.zeros((T, K), np.float32)
-        cols = rng.choice(K, T, replace=False)
-        x[np.arange(T), cols] = 1.0
+        prob, want = one_hot_problem(rng, qtype)
         variant = mmq_f16.FAMILY.build({"BM": 64, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 1}, qtype, gpu_device)
-        got = run_once(variant, Problem(Workload(qtype, M, K, T), packed, x))
-        want = quant.get(qtype).dequantize(packed)[:, cols].T.astype(np.float16).astype(np.float32)
+        got = run_once(variant, prob)
         np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp

@@ -11,6 +11,7 @@
 // Staging and unpacking reuse mmq_core.cuh (raw weight bytes by cp.async, type decoders);
 // the activation stage holds f16 rows instead of Q8_1.
 #include "mmq_core.cuh"
+#include "dequant16.cuh"
 
 using namespace mmq;
 
@@ -21,7 +22,6 @@ constexpr int kXBytes = BN * kXStride;        // per stage
 constexpr int kStage16 = kRawWBytes + kXBytes;
 constexpr int kWfrag16Bytes = BM * 512;       // [BM/16][16 k16 steps][32 lanes] x uint4 (a0..a3)
 constexpr int kSmem16 = STAGES * kStage16 + kWfrag16Bytes;
-constexpr bool kSignedQ = (QTYPE == 2 || QTYPE == 3);  // unpack_word yields signed bytes
 
 __device__ __forceinline__ void mma_f16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -29,43 +29,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint4& a, uint32_t 
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-}
-
-// byte u (0..255) -> float, exactly: place it in the mantissa of 2^23 and subtract 2^23
-__device__ __forceinline__ float byte_f32(uint32_t word, int i) {
-    return __uint_as_float(0x4B000000u | ((word >> (8 * i)) & 0xFFu)) - 8388608.0f;
-}
-
-__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Four weights of one word, w = sw * u - mn, as two half2: (w0, w1), (w2, w3).
-//   DEQ == 0: in f32 (byte -> float exactly, one FFMA), rounded once to f16: ~3.5 instr/weight.
-//   DEQ == 1: in f16x2: PRMT puts two bytes under the exponent of 1024 (0x64uu = 1024 + u, exact),
-//             HSUB2 leaves u, HFMA2 applies f16(sw) and f16(-mn): ~1.5 instr/weight, with sw and
-//             mn rounded to f16 as well (the parity bound counts |u sw| + |mn|, not just |w|).
-#ifndef DEQ
-#define DEQ 0
-#endif
-__device__ __forceinline__ uint2 dequant_word(uint32_t word, float sw, float mn) {
-    if constexpr (kSignedQ) {  // signed byte b = u - 128: fold the 128 into the min
-        word ^= 0x80808080u;
-        mn = fmaf(128.0f, sw, mn);
-    }
-#if DEQ == 1
-    const __half2 sw2 = __float2half2_rn(sw), nmn2 = __float2half2_rn(-mn);
-    const __half2 bias = __float2half2_rn(1024.0f);
-    const uint32_t lo = __byte_perm(word, 0x64646464u, 0x4140), hi = __byte_perm(word, 0x64646464u, 0x4342);
-    const __half2 wl = __hfma2(__hsub2(*reinterpret_cast<const __half2*>(&lo), bias), sw2, nmn2);
-    const __half2 wh = __hfma2(__hsub2(*reinterpret_cast<const __half2*>(&hi), bias), sw2, nmn2);
-    return make_uint2(*reinterpret_cast<const uint32_t*>(&wl), *reinterpret_cast<const uint32_t*>(&wh));
-#else
-    const float w0 = fmaf(sw, byte_f32(word, 0), -mn), w1 = fmaf(sw, byte_f32(word, 1), -mn);
-    const float w2 = fmaf(sw, byte_f32(word, 2), -mn), w3 = fmaf(sw, byte_f32(word, 3), -mn);
-    return make_uint2(pack_h2(w0, w1), pack_h2(w2, w3));
-#endif
 }
 
 __device__ __forceinline__ void issue_stage16(uint8_t* stage, const uint8_t* __restrict__ W,
@@ -178,23 +141,7 @@ mmq_f16_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, floa
     store_acc(acc, C + static_cast<size_t>(blockIdx.z) * T * M, nullptr, nullptr, M, T, row0 + wr0, tok0 + wt0, g, tq);
 }
 
-// f32 -> f16 (round to nearest even), 4 per thread; n a multiple of 4.
-extern "C" __global__ void f32_to_f16(const float4* __restrict__ x, uint2* __restrict__ y, long long n4) {
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
-         i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const float4 v = x[i];
-        y[i] = make_uint2(pack_h2(v.x, v.y), pack_h2(v.z, v.w));
-    }
-}
-
-extern "C" __global__ void mmq_f16_splitk_reduce(const float* __restrict__ partial, float* __restrict__ C,
-                                                 long long n, int splits) {
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        float s = 0.0f;
-        for (int z = 0; z < splits; ++z) s += partial[z * n + i];
-        C[i] = s;
-    }
-}
+#include "helper_kernels.cuh"
+MMQ_SPLITK_REDUCE(mmq_f16_splitk_reduce)
 
 extern "C" __constant__ int mmq_f16_smem_bytes = kSmem16;

@@ -1,0 +1,25 @@
+// Small kernels that several GEMM modules carry (each module is its own cubin, so each
+// defines them): the f32 -> f16 activation pass and the split-K reduction.
+#pragma once
+#include "dequant16.cuh"
+
+// f32 -> f16 (round to nearest even), 4 per thread; n a multiple of 4.
+extern "C" __global__ void f32_to_f16(const float4* __restrict__ x, uint2* __restrict__ y, long long n4) {
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const float4 v = x[i];
+        y[i] = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
+    }
+}
+
+// Split-K: C[i] = sum_z partial[z][i]; every output element written (the poison check sees gaps).
+#define MMQ_SPLITK_REDUCE(NAME)                                                                       \
+    extern "C" __global__ void NAME(const float* __restrict__ partial, float* __restrict__ C, long long n, \
+                                    int splits) {                                                       \
+        for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;         \
+             i += static_cast<long long>(gridDim.x) * blockDim.x) {                                      \
+            float s = 0.0f;                                                                             \
+            for (int z = 0; z < splits; ++z) s += partial[z * n + i];                                   \
+            C[i] = s;                                                                                   \
+        }                                                                                               \
+    }

@@ -1,0 +1,94 @@
+"""Launcher of the Hopper wgmma path (kernels/cuda/mmq_wgmma.cu): weights dequantized once per
+64-k step into a 128B-swizzled f16 tile in shared memory, activations converted f32 -> f16 by
+a timed pass, `wgmma.mma_async` m64nBNk16 per warpgroup with both operands from shared memory.
+Built for sm_90a (wgmma exists only there). The activation format and the bound are the f16
+path's (kernels/mmq_f16.py); only the kernel, its parameters and its shared memory differ.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernels import mmq_base, mmq_f16, nvcc
+from kernels.mmq_base import RAW_CHUNKS, check_shape
+
+MMQ_WGMMA_CU = Path(__file__).parent / "cuda" / "mmq_wgmma.cu"
+
+# wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
+WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0}
+COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS")
+
+
+def full_params(params: dict) -> dict:
+    """Defaults filled in; WARPS_M/WARPS_N derived (one warpgroup of 4 warps per 64 rows)."""
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if k not in ("WARPS_M", "WARPS_N")}}
+    return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
+
+
+def smem_bytes(params: dict, qtype: str) -> int:
+    """Dynamic shared memory of one CTA; mirrors kSmemWg in mmq_wgmma.cu (checked on the GPU)."""
+    p = full_params(params)
+    bm, bn = p["BM"], p["BN"]
+    return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + 2 * bm * RAW_CHUNKS[qtype] * 16
+
+
+def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
+    p = full_params(params)
+    if p["BM"] not in (64, 128, 192, 256):
+        return f"BM={p['BM']} is not 64 x warpgroups (64, 128, 192 or 256)"
+    if p["BN"] not in WGMMA_WIDTHS:
+        return f"BN={p['BN']} is not a wgmma N this family provides ({', '.join(map(str, WGMMA_WIDTHS))})"
+    if not 3 <= p["STAGES"] <= 4:
+        return f"STAGES={p['STAGES']} outside 3..4"
+    if p["DEQ"] not in (0, 1):
+        return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
+    limit = device_info.get("smem_per_block_optin", 227 * 1024)
+    need = smem_bytes(p, qtype)
+    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+
+
+class MMQWgmmaFamily(mmq_f16.MMQF16Family):
+    name = "mmq_wgmma"
+    cu_file = MMQ_WGMMA_CU
+    kernel_name = "mmq_wgmma_gemm"
+    reduce_name = "mmq_wgmma_splitk_reduce"
+    smem_symbol = "mmq_wgmma_smem_bytes"
+
+    def complete(self, params: dict) -> dict:
+        return full_params(params)
+
+    def target_arch(self, device_arch: str) -> str:
+        base = nvcc.arch_base(device_arch)
+        if base != "sm_90":
+            raise ValueError(f"mmq_wgmma: wgmma needs an sm_90 (Hopper) device, not {device_arch}")
+        return "sm_90a"
+
+    def smem(self, params: dict, qtype: str) -> int:
+        return smem_bytes(params, qtype)
+
+    def defines(self, params: dict, qtype: str) -> dict:
+        p = full_params(params)
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")}}
+
+    def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
+        return invalid_reason(params, qtype, device_info)
+
+    def precompile_configs(self) -> list[dict]:
+        return [DEFAULTS, *(heuristic_params(t) for t in (16, 64, 128, 256, 512, 2048))]
+
+
+def heuristic_params(T: int) -> dict:
+    """A starting configuration per T, used until a study promotes a champion: the best of the
+    q4_K 4096x14336 sweep on the H200 of 2026-12-02 (docs/perf-log.md, run 6)."""
+    if T <= 16:
+        return {"BM": 64, "BN": 16, "STAGES": 4, "DEQ": 1}
+    if T <= 64:
+        return {"BM": 128, "BN": 64, "STAGES": 4, "DEQ": 1}
+    if T <= 128:
+        return {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 1}
+    return {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}
+
+
+__all__ = ["FAMILY", "check_shape", "heuristic_params", "invalid_reason", "smem_bytes"]
+
+FAMILY = MMQWgmmaFamily()

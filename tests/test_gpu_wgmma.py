@@ -1,0 +1,47 @@
+"""Parity of the Hopper wgmma path (kernels/cuda/mmq_wgmma.cu): the f16 path's contract and
+bound (tests/test_gpu_mmq_f16.py) on every type, at odd tile edges (M, T not multiples of the
+tile), 1-3 super-blocks, split K, every BM/BN/STAGES/DEQ choice of the lever's space, output
+poisoned with NaN before each launch (run_once)."""
+import numpy as np
+import pytest
+
+from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
+from tests.test_gpu_mmq import SHAPES, TYPES, random_problem
+from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = [
+    {},
+    {"BM": 64, "BN": 16, "STAGES": 3},
+    {"BM": 128, "BN": 64, "STAGES": 4, "SPLITK": 2},
+    {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
+    {"BM": 64, "BN": 192, "STAGES": 4, "DEQ": 1, "MIN_BLOCKS": 2},
+    {"BM": 128, "BN": 8, "STAGES": 4, "SPLITK": 3},
+]
+PRECOMPILE = {"mmq_wgmma": CONFIGS}  # scripts/precompile.py builds these off the GPU
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(CONFIGS)))
+def test_wgmma_parity(gpu_device, qtype, cfg):
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
+    assert variant.resources["arch"] == "sm_90a"
+    rng = np.random.default_rng([cfg, TYPES.index(qtype), 90])
+    for M, K, T in SHAPES:
+        prob = random_problem(rng, qtype, M, K, T)
+        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cfg{cfg}")
+
+
+def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):
+    """x = e_k rows: each output is one dequantized weight rounded to f16, so a swizzle or
+    descriptor error moves values between (row, k) positions and fails here."""
+    from kernels import mmq_wgmma
+
+    rng = np.random.default_rng(7)
+    for qtype in TYPES:
+        prob, want = one_hot_problem(rng, qtype, M=200, K=512, T=128)
+        got = run_once(mmq_wgmma.FAMILY.build({"BM": 128, "BN": 64}, qtype, gpu_device), prob)
+        np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp

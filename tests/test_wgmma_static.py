@@ -1,0 +1,45 @@
+"""The wgmma family off the GPU: its generated wrappers are current, it builds for sm_90a
+(HGMMA in SASS, no spills) at every configuration the GPU tests and heuristics use, and it
+refuses what it cannot build with a reason."""
+import re
+
+import pytest
+
+from kernels import mmq_wgmma, nvcc
+from kernels import wgmma_header as gen_wgmma_header
+from tests.test_gpu_wgmma import CONFIGS
+
+
+def test_generated_header_is_current():
+    assert gen_wgmma_header.HEADER.read_text() == gen_wgmma_header.render(), \
+        "kernels/cuda/wgmma_ops.cuh is stale: run python3 -m kernels.wgmma_header"
+    assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
+
+
+@pytest.mark.parametrize("params", [*CONFIGS, *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
+def test_builds_for_sm_90a_with_hgmma(params):
+    compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
+    assert compiled.arch == "sm_90a"
+    s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    bn = mmq_wgmma.full_params(params)["BN"]
+    # 4 wgmma k16 steps per 64-k pipeline step, all at the configured N
+    assert len(re.findall(rf"HGMMA\.64x{bn}x16\.F32", compiled.sass)) >= 4
+    assert "warning" not in compiled.ptxas_log.lower()  # e.g. ptxas serializing the wgmmas
+
+
+def test_invalid_configurations_say_why():
+    info = {"smem_per_block_optin": 227 * 1024}
+    assert "wgmma N" in mmq_wgmma.invalid_reason({"BN": 100}, "q4_K", info)
+    assert "STAGES" in mmq_wgmma.invalid_reason({"STAGES": 2}, "q4_K", info)
+    assert "shared memory" in mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q8_0", info)
+    assert mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q4_K", info) is None
+    with pytest.raises(ValueError, match="Hopper"):
+        mmq_wgmma.FAMILY.target_arch("sm_80")
+
+
+def test_smem_formula_counts_every_buffer():
+    # 1 KB alignment slack + activation ring + 2 f16 weight chunks + 2 raw super-block slots
+    p = {"BM": 128, "BN": 64, "STAGES": 3}
+    assert mmq_wgmma.smem_bytes(p, "q4_K") == 1024 + 3 * 64 * 128 + 2 * 128 * 128 + 2 * 128 * 144
+    assert mmq_wgmma.smem_bytes(p, "q6_K") == 1024 + 3 * 64 * 128 + 2 * 128 * 128 + 2 * 128 * 224
