@@ -40,6 +40,11 @@ def grid_wgmma(T: int) -> list[dict]:
         p = {"BM": bm, "BN": bn, "STAGES": st, "DEQ": deq, "SPLITK": sk}
         if mmq_wgmma.invalid_reason(p, "q8_0", {}) is None:
             out.append(p)
+    if T > 256:  # two CTAs per SM: one CTA's barriers and dequant hide behind the other's wgmmas
+        for bn in (128, 192):
+            p = {"BM": 64, "BN": bn, "STAGES": 3, "DEQ": 1, "MIN_BLOCKS": 2, "SPLITK": 0}
+            if 2 * (mmq_wgmma.smem_bytes(p, "q6_K") + 1024) <= 228 * 1024:
+                out.append(p)
     return out
 
 
