@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernels import mmq_base, mmq_f16, nvcc
-from kernels.mmq_base import RAW_CHUNKS, check_shape
+from kernels.mmq_base import RAW_CHUNKS
 
 MMQ_WGMMA_CU = Path(__file__).parent / "cuda" / "mmq_wgmma.cu"
 
@@ -34,8 +34,8 @@ def smem_bytes(params: dict, qtype: str) -> int:
 
 def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     p = full_params(params)
-    if p["BM"] not in (64, 128, 192, 256):
-        return f"BM={p['BM']} is not 64 x warpgroups (64, 128, 192 or 256)"
+    if p["BM"] not in (64, 128):  # 3-4 warpgroups of BN=256 accumulators overflow the register file
+        return f"BM={p['BM']} is not 64 x warpgroups (64 or 128)"
     if p["BN"] not in WGMMA_WIDTHS:
         return f"BN={p['BN']} is not a wgmma N this family provides ({', '.join(map(str, WGMMA_WIDTHS))})"
     if not 3 <= p["STAGES"] <= 4:
@@ -88,7 +88,5 @@ def heuristic_params(T: int) -> dict:
         return {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 1}
     return {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}
 
-
-__all__ = ["FAMILY", "check_shape", "heuristic_params", "invalid_reason", "smem_bytes"]
 
 FAMILY = MMQWgmmaFamily()

@@ -32,6 +32,7 @@ def test_invalid_configurations_say_why():
     info = {"smem_per_block_optin": 227 * 1024}
     assert "wgmma N" in mmq_wgmma.invalid_reason({"BN": 100}, "q4_K", info)
     assert "STAGES" in mmq_wgmma.invalid_reason({"STAGES": 2}, "q4_K", info)
+    assert "warpgroups" in mmq_wgmma.invalid_reason({"BM": 256}, "q4_K", info)
     assert "shared memory" in mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q8_0", info)
     assert mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q4_K", info) is None
     with pytest.raises(ValueError, match="Hopper"):
