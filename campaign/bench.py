@@ -69,9 +69,9 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
             return dict(found), "champion"
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
         return found, "sweep"
-    if line.family in ("mmq_base", "mmq_f16", "mmq_wgmma"):
-        module = importlib.import_module(f"kernels.{line.family}")
-        return module.heuristic_params(T), "heuristic"
+    heuristic = getattr(importlib.import_module(f"kernels.{line.family}"), "heuristic_params", None)
+    if heuristic is not None:  # families with per-T starting configurations (the MMQ ones)
+        return heuristic(T), "heuristic"
     return {}, "fixed"
 
 
