@@ -121,10 +121,12 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
 def add_ratios(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     """Fraction of the measured int8 ceiling, ratio to llama.cpp and to dequant+cuBLAS."""
     df = df.copy()
-    int8 = ceilings.get("int8_tops")
+    int8, bf16 = ceilings.get("int8_tops"), ceilings.get("bf16_tflops")
     df["frac_int8"] = df["tflops"] / int8 if int8 else math.nan
-    base = df[df.line == "dequant_cublas"].set_index(["type", "M", "K", "T"])["tflops"]
-    df["vs_dequant_cublas"] = [r.tflops / base.get((r.type, r.M, r.K, r.T), math.nan) for r in df.itertuples()]
+    df["frac_bf16"] = df["tflops"] / bf16 if bf16 else math.nan  # the f16/bf16 tensor-core paths' ceiling
+    for line in ("dequant_cublas", "bf16_cublas"):
+        base = df[df.line == line].set_index(["type", "M", "K", "T"])["tflops"]
+        df[f"vs_{line}"] = [r.tflops / base.get((r.type, r.M, r.K, r.T), math.nan) for r in df.itertuples()]
     df["vs_llama_cpp"] = [
         (r.tflops / a) if (a := anchors.llama_cpp_tflops(r.type, r.T)) and (r.M, r.K) == anchors.LLAMA_CPP_SHAPE
         else math.nan for r in df.itertuples()]
@@ -190,7 +192,9 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
 
 
 def summary_table(df: pd.DataFrame) -> str:
-    cols = ["type", "M", "K", "T", "line", "median_us", "tflops", "frac_int8", "vs_dequant_cublas", "vs_llama_cpp"]
+    cols = ["type", "M", "K", "T", "line", "median_us", "tflops", "frac_int8", "frac_bf16", "vs_dequant_cublas",
+            "vs_bf16_cublas",
+            "vs_llama_cpp"]
     with pd.option_context("display.width", 200, "display.max_rows", 2000, "display.float_format", "{:.3g}".format):
         return df[cols].to_string(index=False)
 
@@ -215,7 +219,11 @@ def main(argv=None) -> int:
              "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
              "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
              "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
-             "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma")}
+             "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
+             # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
+             "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1),)),
+             # the unquantized anchor: bf16 weights already in memory, torch.mm alone
+             "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
                   Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
                   lines=[known[n] for n in args.lines.split(",")])

@@ -89,20 +89,21 @@ def check_shape(qtype: str, M: int, K: int, T: int) -> None:
         raise ValueError(f"mmq: need M >= 1 and T >= 1, got M={M}, T={T}")
 
 
-def ctas_per_sm(params: dict, smem: int, device_info: dict, regs: int) -> int:
-    """CTAs of `smem` bytes and `regs` registers per thread that one SM holds at once (>= 1)."""
-    t = threads(params)
-    return max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024), 2048 // t,
-                      65536 // max(1, regs * t)))
+def ctas_per_sm(n_threads: int, smem: int, device_info: dict, regs: int) -> int:
+    """CTAs of `n_threads` threads, `smem` bytes and `regs` registers per thread that one SM
+    holds at once (>= 1)."""
+    return max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024), 2048 // n_threads,
+                      65536 // max(1, regs * n_threads)))
 
 
-def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int) -> int:
+def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int,
+                  n_threads: int) -> int:
     """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once."""
     p = full_params(params)
     if p["SPLITK"]:
         return max(1, min(p["SPLITK"], K // 256))
     tiles = math.ceil(T / p["BN"]) * math.ceil(M / p["BM"])
-    slots = device_info.get("sm_count", 132) * ctas_per_sm(p, smem, device_info, regs)
+    slots = device_info.get("sm_count", 132) * ctas_per_sm(n_threads, smem, device_info, regs)
     if tiles >= slots:
         return 1
     # fill at most one wave: a 1.2-wave grid costs two full rounds
@@ -145,6 +146,10 @@ class MMQFamily:
         """The full parameter set a variant records (defaults filled in, derived ones set)."""
         return full_params(params)
 
+    def threads(self, params: dict) -> int:
+        """Threads per CTA (the warp-specialized wgmma kernel adds a producer warpgroup)."""
+        return threads(params)
+
     def target_arch(self, device_arch: str) -> str:
         """The nvcc target for a device: its own arch (the wgmma family asks for sm_90a)."""
         return device_arch
@@ -167,8 +172,9 @@ class MMQFamily:
         helpers = [self.reduce_name] if self.reduce_name else []  # None: the kernel reduces (or never splits)
         resources = compiled.summary([self.kernel_name, *helpers], dynamic_smem_bytes={self.kernel_name: smem})
         resources.update(device_arch=device.info["arch"], smem_limit_bytes=device.info.get("smem_per_block_optin"),
-                         threads=threads(p))
-        handle = {"module": module, "compiled": compiled, "smem": smem, "gemm": module.kernel(self.kernel_name, smem),
+                         threads=self.threads(p))
+        handle = {"module": module, "compiled": compiled, "smem": smem, "threads": self.threads(p),
+                  "gemm": module.kernel(self.kernel_name, smem),
                   **({"reduce": module.kernel(self.reduce_name, 0)} if self.reduce_name else {})}
         return Variant(family=self.name, params=p, qtype=qtype, source=source,
                        resources=resources, impl=_Impl(self, device, handle))
@@ -194,20 +200,24 @@ class MMQBound:
         p = variant.params
         self.smem = handle["smem"]
         self.splitk = choose_splitk(p, self.smem, wl.M, wl.T, wl.K, device.info,
-                                    variant.resources.get("registers", 128))
+                                    variant.resources.get("registers", 128), handle["threads"])
         self.row_bytes = problem.w_packed.shape[1]
         w = np.concatenate([problem.w_packed.reshape(-1), np.zeros(WEIGHT_PAD, np.uint8)])
         n = rotation_copies(device.info.get("l2_bytes"), w.nbytes + problem.x.nbytes)
         self.w = [device.to_device(w) for _ in range(n)]
-        self.x = [device.to_device(np.ascontiguousarray(problem.x, np.float32)) for _ in range(n)]
+        self.x = [device.to_device(self.host_activation(problem.x)) for _ in range(n)]
         self.scratch = self.alloc_activation(wl.T, wl.K)
         self.out = device.empty((wl.T, wl.M), np.float32)
         self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 else None
         self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
-        self.block = (threads(p), 1, 1)
+        self.block = (handle["threads"], 1, 1)
         self.i = 0
 
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
+    def host_activation(self, x: np.ndarray) -> np.ndarray:
+        """The activation as it reaches the GPU (float32: each run() pays its conversion)."""
+        return np.ascontiguousarray(x, np.float32)
+
     def alloc_activation(self, T: int, K: int) -> list:
         d = self.device
         return [d.empty((T, K), np.int8), d.empty((T, K // 32), np.float32), d.empty((T, K // 32), np.int32)]
@@ -223,6 +233,7 @@ class MMQBound:
     def run(self) -> None:
         wl, i = self.wl, self.i
         self.i = (self.i + 1) % len(self.w)
+        self.current = i
         self.activation_pass(self.x[i])
         dst = self.partial if self.partial is not None else self.out
         self.handle["gemm"].launch(self.grid, self.block,

@@ -78,8 +78,8 @@ class PersistentBound(mmq_base.MMQBound):
         wl, p = self.wl, full_params(variant.params)
         n_tiles = math.prod(tile_counts(p, wl.M, wl.T))
         regs = variant.resources.get("registers", 128)
-        resident = device.info.get("sm_count", 132) * min(p["CTAS_PER_SM"],
-                                                           mmq_base.ctas_per_sm(p, self.smem, device.info, regs))
+        fit = mmq_base.ctas_per_sm(handle["threads"], self.smem, device.info, regs)
+        resident = device.info.get("sm_count", 132) * min(p["CTAS_PER_SM"], fit)
         ctas = p["CTAS"] or resident
         splits = 1
         if p["SPLIT_MODE"] == "streamk":

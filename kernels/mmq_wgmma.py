@@ -1,8 +1,14 @@
-"""Launcher of the Hopper wgmma path (kernels/cuda/mmq_wgmma.cu): weights dequantized once per
-64-k step into a 128B-swizzled f16 tile in shared memory, activations converted f32 -> f16 by
-a timed pass, `wgmma.mma_async` m64nBNk16 per warpgroup with both operands from shared memory.
-Built for sm_90a (wgmma exists only there). The activation format and the bound are the f16
-path's (kernels/mmq_f16.py); only the kernel, its parameters and its shared memory differ.
+"""Launcher of the Hopper wgmma path: weights dequantized once per 64-k step into a
+128B-swizzled f16 tile in shared memory, activations converted f32 -> f16 by a timed pass,
+`wgmma.mma_async` m64nBNk16 per warpgroup with both operands from shared memory. Built for
+sm_90a (wgmma exists only there). WS and AREG pick the kernel:
+  WS=0            kernels/cuda/mmq_wgmma.cu     every warpgroup loads, dequantizes and multiplies
+  WS=1            kernels/cuda/mmq_wgmma_ws.cu  a producer warpgroup loads and dequantizes into
+                                                shared memory for consumer warpgroups (mbarriers)
+  AREG=1 (WS=1)   kernels/cuda/mmq_wgmma_rs.cu  the producer only copies; consumers dequantize
+                                                into wgmma A registers (RAW raw slots deep)
+The activation format and the bound
+are the f16 path's (kernels/mmq_f16.py); only the kernel, its parameters and its shared memory differ.
 """
 from __future__ import annotations
 
@@ -12,24 +18,46 @@ from kernels import mmq_base, mmq_f16, nvcc
 from kernels.mmq_base import RAW_CHUNKS
 
 MMQ_WGMMA_CU = Path(__file__).parent / "cuda" / "mmq_wgmma.cu"
+MMQ_WGMMA_WS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_ws.cu"
+MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0}
-COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS")
+DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
+            "AREG": 0, "RAW": 2}
+COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW")
+WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu and mmq_wgmma_rs.cu
 
 
 def full_params(params: dict) -> dict:
     """Defaults filled in; WARPS_M/WARPS_N derived (one warpgroup of 4 warps per 64 rows)."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if k not in ("WARPS_M", "WARPS_N")}}
+    if p["AREG"]:  # the register-A kernel is warp-specialized; DEQ/ABUF do not apply to it
+        p.update(WS=1, DEQ=1, ABUF=2)
+    else:
+        p["RAW"] = 2
     return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
 
 
+def threads(params: dict) -> int:
+    """Four warps per 64-row consumer warpgroup, plus the producer warpgroup when WS."""
+    p = full_params(params)
+    return 128 * (p["BM"] // 64 + p["WS"])
+
+
 def smem_bytes(params: dict, qtype: str) -> int:
-    """Dynamic shared memory of one CTA; mirrors kSmemWg in mmq_wgmma.cu (checked on the GPU)."""
+    """Dynamic shared memory of one CTA; mirrors kSmemWg in mmq_wgmma.cu and kSmemWs in
+    mmq_wgmma_ws.cu (checked on the GPU): 1 KB alignment slack, the activation ring, the
+    dequantized chunks, 2 raw super-block slots (and the mbarriers when WS); kSmemRs in
+    mmq_wgmma_rs.cu: no dequantized chunks, RAW raw slots."""
     p = full_params(params)
     bm, bn = p["BM"], p["BN"]
-    return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + 2 * bm * RAW_CHUNKS[qtype] * 16
+    raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
+    if p["AREG"]:
+        return 1024 + p["STAGES"] * bn * 128 + raw + WS_BARRIER_BYTES
+    if p["WS"]:
+        return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
+    return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + raw
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
@@ -38,8 +66,16 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"BM={p['BM']} is not 64 x warpgroups (64 or 128)"
     if p["BN"] not in WGMMA_WIDTHS:
         return f"BN={p['BN']} is not a wgmma N this family provides ({', '.join(map(str, WGMMA_WIDTHS))})"
-    if not 3 <= p["STAGES"] <= 4:
-        return f"STAGES={p['STAGES']} outside 3..4"
+    if p["WS"] not in (0, 1):
+        return f"WS={p['WS']} is not 0 (one role per warp) or 1 (producer warpgroup)"
+    if p["AREG"] not in (0, 1):
+        return f"AREG={p['AREG']} is not 0 (A from shared memory) or 1 (A dequantized into registers)"
+    if not (2 if p["AREG"] else 3) <= p["STAGES"] <= 4:
+        return f"STAGES={p['STAGES']} outside {2 if p['AREG'] else 3}..4"
+    if not 2 <= p["RAW"] <= 4:
+        return f"RAW={p['RAW']} outside 2..4 (raw super-block slots, AREG=1)"
+    if p["ABUF"] != 2 and not (p["WS"] and p["ABUF"] == 3):
+        return f"ABUF={p['ABUF']}: 2, or 3 with WS=1"
     if p["DEQ"] not in (0, 1):
         return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
     limit = device_info.get("smem_per_block_optin", 227 * 1024)
@@ -56,6 +92,14 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
     def complete(self, params: dict) -> dict:
         return full_params(params)
+
+    def threads(self, params: dict) -> int:
+        return threads(params)
+
+    def source(self, params: dict, qtype: str) -> str:
+        p = full_params(params)
+        cu = MMQ_WGMMA_RS_CU if p["AREG"] else MMQ_WGMMA_WS_CU if p["WS"] else MMQ_WGMMA_CU
+        return nvcc.render_source(cu, self.defines(params, qtype))
 
     def target_arch(self, device_arch: str) -> str:
         base = nvcc.arch_base(device_arch)
@@ -78,15 +122,16 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
 
 def heuristic_params(T: int) -> dict:
-    """A starting configuration per T, used until a study promotes a champion: the best of the
-    q4_K 4096x14336 sweep on the H200 of 2026-12-02 (docs/perf-log.md, run 6)."""
+    """A starting configuration per T, used until a study promotes a champion: the register-A
+    kernel (AREG=1) with the tile that fills 132 SMs at M=4096 (a prediction until the sweep of
+    docs/perf-log.md run 8 replaces it), deep weight prefetch (RAW) where T is small."""
     if T <= 16:
-        return {"BM": 64, "BN": 16, "STAGES": 4, "DEQ": 1}
+        return {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 4}
     if T <= 64:
-        return {"BM": 128, "BN": 64, "STAGES": 4, "DEQ": 1}
-    if T <= 128:
-        return {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 1}
-    return {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}
+        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3}
+    if T <= 512:
+        return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 2}
+    return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2}
 
 
 FAMILY = MMQWgmmaFamily()

@@ -19,6 +19,9 @@ PREAMBLE = """\
 //
 // wgmma_f16<N>(d, desc_a, desc_b): D[64 x N] += A[64 x 16] . B[N x 16]^T, f16 inputs from shared
 // memory (both K-major, descriptors), f32 accumulators in registers, issued by one warpgroup.
+// wgmma_f16_rs<N>(d, a, desc_b): the same with A from registers: a[0..3] is the thread's
+// m16n8k16 A fragment of its warp's 16 rows (a0: row g, k 2tq..+1; a1: row g+8; a2: row g,
+// k 2tq+8..+9; a3: row g+8), each a half2.
 // d[4 i + v] is the m16n8 C-fragment element v of n8 tile i of the thread's warp (rows
 // 16 * warp + g (+8), tokens 8 i + 2 tq (+1)), the layout of mma.sync.
 #pragma once
@@ -28,6 +31,8 @@ namespace wg {
 
 template <int N>
 __device__ __forceinline__ void wgmma_f16(float* d, uint64_t desc_a, uint64_t desc_b);
+template <int N>
+__device__ __forceinline__ void wgmma_f16_rs(float* d, const uint32_t (&a)[4], uint64_t desc_b);
 """
 
 
@@ -47,8 +52,26 @@ __device__ __forceinline__ void wgmma_f16<{n}>(float* d, uint64_t desc_a, uint64
 """
 
 
+def wrapper_rs(n: int) -> str:
+    regs = n // 2
+    names = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a = ", ".join(f"%{regs + i}" for i in range(4))
+    return f"""
+template <>
+__device__ __forceinline__ void wgmma_f16_rs<{n}>(float* d, const uint32_t (&a)[4], uint64_t desc_b) {{
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "
+        "{{{names}}}, {{{a}}}, %{regs + 4}, 1, 1, 1, 0;\\n"
+        : {outs}
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}}
+"""
+
+
 def render() -> str:
-    return PREAMBLE + "".join(wrapper(n) for n in WIDTHS) + "\n}  // namespace wg\n"
+    body = "".join(wrapper(n) + wrapper_rs(n) for n in WIDTHS)
+    return PREAMBLE + body + "\n}  // namespace wg\n"
 
 
 if __name__ == "__main__":

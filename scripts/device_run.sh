@@ -3,6 +3,8 @@
 # then the benchmark/campaign steps named in $@ (default: the dense bench). Results, logs and
 # a tarball of the MLflow store land in $OUT (what the device tool brings back).
 #   device command:  bash scripts/device_run.sh [tests] [bench ARGS...] [study ARGS...]
+# Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
+# call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -14,6 +16,8 @@ export MMQ_CACHE_DIR=${MMQ_CACHE_DIR:-$PWD/.cache/cubin}   # cubins precompiled 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv | tee "$OUT/nvidia-smi.txt"
 
+STEP_TIMEOUT=${STEP_TIMEOUT:-560}
+run() { timeout --signal=KILL "$STEP_TIMEOUT" "$@"; }
 status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
@@ -22,15 +26,15 @@ while [ $# -gt 0 ]; do
         args+=("$1"); shift
     done
     case $step in
-        tests) python3 -m pytest -m gpu -q -p no:cacheprovider tests "${args[@]}" 2>&1 | tee -a "$OUT/pytest-gpu.log"
+        tests) run python3 -m pytest -m gpu -q -p no:cacheprovider tests "${args[@]}" 2>&1 | tee -a "$OUT/pytest-gpu.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; echo "GPU tests failed: the remaining steps are skipped"; break; } ;;
+        bench) run python3 -m campaign.bench --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/bench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
-        bench) python3 -m campaign.bench --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/bench.log"
+        sweep) run python3 scripts/sweep_mmq.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/sweep.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
-        sweep) python3 scripts/sweep_mmq.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/sweep.log"
+        moebench) run python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
-        moebench) python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
-               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
-        study) python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
+        study) run python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;
     esac

@@ -11,12 +11,15 @@ Configurations a family calls invalid for a type are skipped (and said so). Then
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
 
     MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
-        [--families mmq_wgmma,...]
+        [--families mmq_wgmma,...] [--export .cache/run]
+--export copies just the entries this call needed into a fresh directory: a cache small enough to
+carry (the device call's working tree is capped at 64 MiB) while MMQ_CACHE_DIR keeps everything.
 """
 import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -85,6 +88,7 @@ def main() -> int:
     ap.add_argument("--extra", help="JSON file: a list of mmq_base parameter dicts, or {family: [dicts]}")
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--families", help="only these families (comma-separated)")
+    ap.add_argument("--export", help="copy the cache entries this call needed into this directory")
     args = ap.parse_args()
     extra = json.loads(Path(args.extra).read_text()) if args.extra else {}
     extra = {"mmq_base": extra} if isinstance(extra, list) else extra
@@ -94,9 +98,7 @@ def main() -> int:
     todo = jobs(configs, args.types.split(","), args.arch)
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 
-    q8_1_gpu.compile_for(args.arch)
-    moe_route_gpu.compile_for(args.arch)
-    cuda_runtime.compile_spin(args.arch)
+    needed = [q8_1_gpu.compile_for(args.arch), moe_route_gpu.compile_for(args.arch), cuda_runtime.compile_spin(args.arch)]
 
     def compile_one(job):
         name, params, qtype = job
@@ -107,7 +109,21 @@ def main() -> int:
             s = compiled.summary()
             print(f"{name:16s} {qtype:5s} {json.dumps(params, sort_keys=True)}: {s['registers']} regs, "
                   f"spills {s['spill_store_bytes']}, cached={compiled.from_cache}")
+            needed.append(compiled)
+    if args.export:
+        export(needed, Path(args.export))
     return 0
+
+
+def export(compiled: list, dest: Path) -> None:
+    """Copy the cache entries of `compiled` (key.cubin/.json/.sass.gz) into a fresh `dest`."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for c in compiled:
+        for path in nvcc.cache_dir().glob(f"{c.key}.*"):
+            shutil.copy2(path, dest / path.name)
+    size = sum(p.stat().st_size for p in dest.iterdir())
+    print(f"exported {len(compiled)} entries ({size / 2**20:.1f} MiB) to {dest}")
 
 
 if __name__ == "__main__":

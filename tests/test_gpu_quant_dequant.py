@@ -119,3 +119,22 @@ def test_dequant_cublas_family_end_to_end(gpu_device, gpu_torch, qtype, gemm_out
         rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
         assert rel < 1e-2, f"{qtype} {M}x{K}x{T} {gemm_out}: relative error {rel:.3g}"
         assert np.array_equal(got, again)
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_bf16_anchor_matches_the_per_call_baseline(gpu_device, gpu_torch, qtype):
+    """dequant_each_call=False (the unquantized anchor): the weight dequantized once at prepare,
+    then torch.mm alone; the same product as the per-call baseline's bf16 GEMM, every element written."""
+    anchor = dequant_cublas.FAMILY.build({"dequant_each_call": False}, qtype, gpu_device)
+    per_call = dequant_cublas.FAMILY.build({}, qtype, gpu_device)
+    rng = np.random.default_rng([TYPES.index(qtype), 16])
+    prob = real_problem(rng, qtype, 256, 1024, 64)
+    outs = []
+    for variant in (anchor, per_call):
+        bound = variant.prepare(prob)
+        bound.poison()
+        bound.run()
+        outs.append(bound.output())
+        bound.release()
+    assert np.isfinite(outs[0]).all()
+    np.testing.assert_array_equal(outs[0], outs[1])  # same bf16 weights, same cuBLAS bf16 GEMM

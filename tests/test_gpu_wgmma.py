@@ -1,5 +1,5 @@
-"""Parity of the Hopper wgmma path (kernels/cuda/mmq_wgmma.cu): the f16 path's contract and
-bound (tests/test_gpu_mmq_f16.py) on every type, at odd tile edges (M, T not multiples of the
+"""Parity of the Hopper wgmma path (kernels/cuda/mmq_wgmma.cu; WS=1: mmq_wgmma_ws.cu; AREG=1:
+mmq_wgmma_rs.cu): the f16 path's contract and bound (tests/test_gpu_mmq_f16.py) on every type, at odd tile edges (M, T not multiples of the
 tile), 1-3 super-blocks, split K, every BM/BN/STAGES/DEQ choice of the lever's space, output
 poisoned with NaN before each launch (run_once)."""
 import numpy as np
@@ -18,6 +18,20 @@ CONFIGS = [
     {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
     {"BM": 64, "BN": 192, "STAGES": 4, "DEQ": 1, "MIN_BLOCKS": 2},
     {"BM": 128, "BN": 8, "STAGES": 4, "SPLITK": 3},
+    # warp-specialized (mmq_wgmma_ws.cu): producer warpgroup, mbarrier hand-off, setmaxnreg
+    {"WS": 1},
+    {"WS": 1, "BM": 64, "BN": 16, "STAGES": 3, "DEQ": 1},
+    {"WS": 1, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
+    {"WS": 1, "BM": 128, "BN": 64, "STAGES": 4, "ABUF": 3, "SPLITK": 2},
+    {"WS": 1, "BM": 64, "BN": 192, "STAGES": 4, "DEQ": 1, "MIN_BLOCKS": 2},
+    # A dequantized into registers (mmq_wgmma_rs.cu): producer copies only, RAW raw slots deep
+    {"AREG": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4},
+    {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 4},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 2, "RAW": 3, "SPLITK": 2},
+    {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 3, "SPLITK": 3},
+    {"AREG": 1, "BM": 128, "BN": 32, "RAW": 3, "MIN_BLOCKS": 2},
+    {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
 ]
 PRECOMPILE = {"mmq_wgmma": CONFIGS}  # scripts/precompile.py builds these off the GPU
 
@@ -43,5 +57,6 @@ def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):
     rng = np.random.default_rng(7)
     for qtype in TYPES:
         prob, want = one_hot_problem(rng, qtype, M=200, K=512, T=128)
-        got = run_once(mmq_wgmma.FAMILY.build({"BM": 128, "BN": 64}, qtype, gpu_device), prob)
-        np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp
+        for kernel in ({"WS": 0}, {"WS": 1}, {"AREG": 1}):
+            got = run_once(mmq_wgmma.FAMILY.build({"BM": 128, "BN": 64, **kernel}, qtype, gpu_device), prob)
+            np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp

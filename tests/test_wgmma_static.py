@@ -28,6 +28,34 @@ def test_builds_for_sm_90a_with_hgmma(params):
     assert "warning" not in compiled.ptxas_log.lower()  # e.g. ptxas serializing the wgmmas
 
 
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_warp_specialized_kernel_moves_registers_and_waits_on_mbarriers(qtype):
+    """WS=1 with two consumer warpgroups: setmaxnreg in SASS (ptxas honoured it, no C7508),
+    mbarrier arrive/try-wait, no spills in the producer's smaller register budget."""
+    compiled = mmq_wgmma.FAMILY.compile_only({"WS": 1, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}, qtype)
+    s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    for op in ("USETMAXREG.DEALLOC", "USETMAXREG.TRY_ALLOC", "SYNCS.ARRIVE", "SYNCS.PHASECHK", "HGMMA.64x256x16"):
+        assert op in compiled.sass, op
+    assert "warning" not in compiled.ptxas_log.lower()
+    assert mmq_wgmma.threads({"WS": 1, "BM": 128}) == 384 and mmq_wgmma.threads({"BM": 128}) == 256
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_register_a_kernel_feeds_hgmma_from_registers(qtype):
+    """AREG=1: the A operand of every HGMMA is a register (R..), not a shared-memory descriptor;
+    the producer's copies arrive on mbarriers (LDGSTSBAR ... ARVCNT); no spills, no serialization."""
+    compiled = mmq_wgmma.FAMILY.compile_only({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4}, qtype)
+    s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    hgmma = re.findall(r"HGMMA\.64x256x16\.F32 R\d+, (\S+),", compiled.sass)
+    assert len(hgmma) >= 4 and all(a.startswith("R") for a in hgmma), hgmma
+    for op in ("USETMAXREG.TRY_ALLOC", "LDGSTSBAR", "SYNCS.PHASECHK"):
+        assert op in compiled.sass, op
+    assert "warning" not in compiled.ptxas_log.lower()
+    assert mmq_wgmma.threads({"AREG": 1, "BM": 128}) == 384
+
+
 def test_invalid_configurations_say_why():
     info = {"smem_per_block_optin": 227 * 1024}
     assert "wgmma N" in mmq_wgmma.invalid_reason({"BN": 100}, "q4_K", info)
@@ -35,6 +63,12 @@ def test_invalid_configurations_say_why():
     assert "warpgroups" in mmq_wgmma.invalid_reason({"BM": 256}, "q4_K", info)
     assert "shared memory" in mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q8_0", info)
     assert mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q4_K", info) is None
+    assert "ABUF" in mmq_wgmma.invalid_reason({"ABUF": 3}, "q4_K", info)  # 3 chunks only for WS=1
+    assert mmq_wgmma.invalid_reason({"ABUF": 3, "WS": 1}, "q4_K", info) is None
+    assert "WS" in mmq_wgmma.invalid_reason({"WS": 2}, "q4_K", info)
+    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 5}, "q4_K", info)
+    assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 1}, "q4_K", info)
+    assert mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 2}, "q4_K", info) is None
     with pytest.raises(ValueError, match="Hopper"):
         mmq_wgmma.FAMILY.target_arch("sm_80")
 
@@ -44,3 +78,9 @@ def test_smem_formula_counts_every_buffer():
     p = {"BM": 128, "BN": 64, "STAGES": 3}
     assert mmq_wgmma.smem_bytes(p, "q4_K") == 1024 + 3 * 64 * 128 + 2 * 128 * 128 + 2 * 128 * 144
     assert mmq_wgmma.smem_bytes(p, "q6_K") == 1024 + 3 * 64 * 128 + 2 * 128 * 128 + 2 * 128 * 224
+    # WS: ABUF chunks and 128 B of mbarriers
+    ws = {**p, "WS": 1, "ABUF": 3}
+    assert mmq_wgmma.smem_bytes(ws, "q4_K") == 1024 + 3 * 64 * 128 + 3 * 128 * 128 + 2 * 128 * 144 + 128
+    # AREG: no dequantized chunks, RAW raw slots
+    rs = {**p, "AREG": 1, "RAW": 3}
+    assert mmq_wgmma.smem_bytes(rs, "q8_0") == 1024 + 3 * 64 * 128 + 3 * 128 * 272 + 128

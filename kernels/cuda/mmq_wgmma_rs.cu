@@ -1,0 +1,276 @@
+// Hopper (sm_90a) quantized GEMM with the weights dequantized straight into wgmma A registers
+// (the `wgmma` lever, WS = 1, AREG = 1). A producer warpgroup only copies; each consumer warp
+// turns its 16 weight rows of raw ggml bytes into f16 A fragments while its previous wgmma runs.
+//
+//   C[T, M] = X[T, K] . W[M, K]^T,  X as f16 (an f32 -> f16 pass, timed), W in ggml blocks.
+//
+// Why registers and not a dequantized tile in shared memory (mmq_wgmma.cu, mmq_wgmma_ws.cu):
+// the tile costs a store, a CTA-wide hand-off and a second read per weight; here a weight is
+// read once (2 raw bytes give 4 weights), dequantized in 2 instructions and consumed by
+// `wgmma.mma_async ... {a0..a3}, desc_b`, which reads A from registers, B from shared memory.
+//
+// Precision contract: that of the DEQ = 1 f16 path (dequant16.cuh): the quantized value q is
+// exact in f16 (1024 + q - bias), then w = fma_f16(q, f16(sw), f16(-mn)), rounded once; f32 sums.
+//
+// Fragment layout (m16n8k16 A, one warp = 16 rows of its warpgroup's 64): lane (g = lane / 4,
+// tq = lane % 4) holds for k16 slice i the half2 pairs a[i][0] = (row g, k 2tq..+1),
+// a[i][1] = (row g+8, same k), a[i][2] = (row g, k 2tq+8..+9), a[i][3] = (row g+8, k 2tq+8..+9).
+// In one 64-k chunk the thread's k are l, l+1 and 32+l, 32+l+1 for l in {2tq, 2tq+8, 2tq+16, 2tq+24}:
+// one 16-bit load of q4_K nibbles yields both (low nibbles: slice l/16, high: slice 2 + l/16).
+//
+// Pipeline (mbarriers, no CTA-wide barrier in the main loop):
+//   xfull[s]/xempty[s]   STAGES activation chunks (BN tokens x 64 k, 128B-swizzled, wgmma B);
+//   rawfull[b]/rawempty[b] RAW raw super-block slots (BM rows x 256 k), copied RAW - 2 super-blocks
+//                        ahead of the activations (deep weight prefetch where T is small).
+//   producer: cp.async, then cp.async.mbarrier.arrive (the copy engine arrives when they land).
+//   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
+//   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
+//
+// Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
+// RAW 2..4, MIN_BLOCKS.
+#include "wgmma_tile.cuh"
+
+#ifndef RAW
+#define RAW 2
+#endif
+
+using namespace mmqwg;
+
+namespace mmqrs {
+
+constexpr int kConsumers = BM / 64;
+constexpr int kConsumerThreads = 128 * kConsumers;
+constexpr int kThreadsRs = kConsumerThreads + 128;
+constexpr int kAhead = RAW - 2;  // super-blocks the weight copies run ahead of the activation copies
+constexpr int kBarBytes = 128;
+constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
+static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
+static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2..4");
+// A raw slot is refilled when its super-block's last step was dequantized, RAW super-blocks
+// after it; STAGES <= 5 keeps that behind the activation copies, so the producer never waits long.
+static_assert(RAW >= 2 && RAW <= 4, "RAW must be 2..4");
+static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
+constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 <= 64 K registers
+static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+
+struct Bars {
+    uint64_t xfull[STAGES], xempty[STAGES], rawfull[RAW], rawempty[RAW];
+};
+static_assert(sizeof(Bars) <= kBarBytes, "barriers overflow their smem slot");
+
+struct Smem {
+    uint8_t* x;    // STAGES activation chunks
+    uint8_t* raw;  // RAW raw super-block slots
+    Bars* bars;
+};
+
+struct Job {
+    const uint8_t* W;
+    const __half* X16;
+    int row0, tok0, M, T, K, kb_begin, n;  // n: 64-k steps of this CTA, from super-block kb_begin
+    size_t rb;
+};
+
+// ---- dequantize: raw ggml bytes -> f16 A fragments ----
+
+// Type bias: 1024 (the f16 exponent trick) + the offset that makes the stored code unsigned.
+#if QTYPE == 2
+constexpr uint32_t kBias2 = 0x64206420u;  // 1056: q6_K codes 0..63 mean q - 32
+#elif QTYPE == 3
+constexpr uint32_t kBias2 = 0x64806480u;  // 1152: q8_0 int8 with its sign bit flipped (u = q + 128)
+#else
+constexpr uint32_t kBias2 = 0x64006400u;  // 1024: q4_K / q5_K codes are unsigned
+#endif
+
+// bytes b0, b1 of v -> 0x00b1_00b0 (one code per f16 lane)
+__device__ __forceinline__ uint32_t spread(uint32_t v) { return __byte_perm(v, 0u, 0x4140); }
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+// Codes of k = 64 sub + l, l + 1 (lo) and k = 64 sub + 32 + l, l + 1 (hi) of one row's super-block,
+// l even: two codes per word, each in the low bits of its 16-bit lane.
+__device__ __forceinline__ void load_codes(const uint8_t* blk, int sub, int l, uint32_t& lo, uint32_t& hi) {
+#if QTYPE == 0
+    const uint32_t p = spread(ld16(blk + 16 + 32 * sub + l));  // qs: group 2 sub low nibbles, 2 sub + 1 high
+    lo = p & 0x000F000Fu;
+    hi = (p >> 4) & 0x000F000Fu;
+#elif QTYPE == 1
+    const uint32_t p = spread(ld16(blk + 48 + 32 * sub + l));
+    const uint32_t h = spread(ld16(blk + 16 + l));  // qh: bit j of byte l is the 5th bit of group j
+    lo = (p & 0x000F000Fu) | (((h >> (2 * sub)) & 0x00010001u) << 4);
+    hi = ((p >> 4) & 0x000F000Fu) | (((h >> (2 * sub + 1)) & 0x00010001u) << 4);
+#elif QTYPE == 2
+    // 128-k half n = sub / 2; quarters r = 2 (sub % 2) (lo) and r + 1 (hi): ql nibble 4 (r / 2),
+    // ql byte 64 n + 32 (r % 2) + l, qh byte 128 + 32 n + l bits 2 r
+    const int n = sub >> 1, sh = 4 * (sub & 1);
+    const uint32_t h = spread(ld16(blk + 128 + 32 * n + l));
+    lo = ((spread(ld16(blk + 64 * n + l)) >> sh) & 0x000F000Fu) | (((h >> sh) & 0x00030003u) << 4);
+    hi = ((spread(ld16(blk + 64 * n + 32 + l)) >> sh) & 0x000F000Fu) | (((h >> (sh + 2)) & 0x00030003u) << 4);
+#else
+    lo = spread(ld16(blk + 34 * (2 * sub) + 2 + l)) ^ 0x00800080u;
+    hi = spread(ld16(blk + 34 * (2 * sub + 1) + 2 + l)) ^ 0x00800080u;
+#endif
+}
+
+// (sw, -mn) of k16 slice i (0..3) of chunk `sub` as f16, both rounded once from f32 (as DEQ = 1).
+__device__ __forceinline__ uint32_t slice_scale(const uint8_t* blk, int sub, int i) {
+    float sw, mn;
+    group_scale(blk, kGroupK == 16 ? 4 * sub + i : 2 * sub + (i >> 1), sw, mn);
+    return pack_h2(sw, -mn);
+}
+
+// w = q * sw - mn for the two codes of `codes`, in f16.
+__device__ __forceinline__ uint32_t dequant_pair(uint32_t codes, uint32_t scale) {
+    const uint32_t biased = codes | 0x64006400u;  // 1024 + code, exact
+    const uint32_t bias = kBias2;
+    const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&biased), *reinterpret_cast<const __half2*>(&bias));
+    const __half2 s = *reinterpret_cast<const __half2*>(&scale);
+    const __half2 w = __hfma2(q, __low2half2(s), __high2half2(s));
+    return *reinterpret_cast<const uint32_t*>(&w);
+}
+
+// The thread's 16 weights of one row (rr = 0: row g, 1: row g + 8) in chunk `sub`.
+__device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint8_t* blk, int sub, int tq, int rr) {
+    uint32_t sc[4];
+    sc[0] = slice_scale(blk, sub, 0);
+    sc[2] = slice_scale(blk, sub, 2);
+    if constexpr (kGroupK == 16) {
+        sc[1] = slice_scale(blk, sub, 1);
+        sc[3] = slice_scale(blk, sub, 3);
+    } else {
+        sc[1] = sc[0];
+        sc[3] = sc[2];
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            uint32_t lo, hi;
+            load_codes(blk, sub, 16 * i + 2 * tq + 8 * h, lo, hi);
+            a[i][2 * h + rr] = dequant_pair(lo, sc[i]);
+            a[i + 2][2 * h + rr] = dequant_pair(hi, sc[i + 2]);
+        }
+}
+
+// Keep registers that an in-flight wgmma reads where they are until it is done.
+__device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+// ---- the two roles ----
+
+__device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
+    const int tid = threadIdx.x - kConsumerThreads;
+    const int kc0 = j.kb_begin * kSteps, nb = j.n / kSteps;
+    auto copy_raw = [&](int b) {  // super-block b (relative) into its slot; waits for the slot to drain
+        if (b >= RAW) mbar_wait(&sm.bars->rawempty[b % RAW], ((b / RAW) - 1) & 1);
+        issue_raw(sm.raw + (b % RAW) * kRawWBytes, tid, 128, j.W, j.row0, j.M, j.kb_begin + b, j.rb);
+        cp_async_mbar_arrive(&sm.bars->rawfull[b % RAW]);
+    };
+    for (int b = 0; b <= kAhead && b < nb; ++b) copy_raw(b);
+    for (int f = 0; f < j.n; ++f) {
+        if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
+        issue_x(sm.x + (f % STAGES) * kXChunk, tid, 128, j.X16, j.tok0, j.T, j.K, kc0 + f);
+        cp_async_mbar_arrive(&sm.bars->xfull[f % STAGES]);
+        if (f > 0 && f % kSteps == 0 && f / kSteps + kAhead < nb) copy_raw(f / kSteps + kAhead);
+    }
+}
+
+struct Consumer {
+    const Smem& sm;
+    const Job& j;
+    float acc[BN / 2];
+    int r0, tq, lane;  // r0: CTA-local row of the thread's g
+
+    __device__ __forceinline__ void dequant(uint32_t (&a)[4][4], int s) {
+        const int b = s / kSteps, sub = s % kSteps;
+        if (sub == 0) mbar_wait(&sm.bars->rawfull[b % RAW], (b / RAW) & 1);
+        const uint8_t* slot = sm.raw + (b % RAW) * kRawWBytes;
+        const int kb = j.kb_begin + b;
+        dequant_row(a, raw_block(slot, r0, j.row0, j.M, kb, j.rb), sub, tq, 0);
+        dequant_row(a, raw_block(slot, r0 + 8, j.row0, j.M, kb, j.rb), sub, tq, 1);
+        if (sub == kSteps - 1) {  // the super-block's last reads are done: its slot may refill
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&sm.bars->rawempty[b % RAW]);
+        }
+    }
+
+    // Step s: multiply with `cur` (dequantized before), then dequantize step s + 1 into `nxt`.
+    __device__ __forceinline__ void step(int s, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
+        mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
+        fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma (async proxy) reads
+        const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wg::wgmma_f16_rs<BN>(acc, cur[i], smem_desc(x_addr + 32 * i));
+        wgmma_commit();
+        wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
+        fence_regs(nxt);
+        if (s >= 1 && lane == 0) mbar_arrive(&sm.bars->xempty[(s - 1) % STAGES]);
+        if (s + 1 < j.n) dequant(nxt, s + 1);
+    }
+
+    __device__ __forceinline__ void run(float* C) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+        fence_acc(acc);
+        uint32_t a0[4][4], a1[4][4];
+        dequant(a0, 0);
+        for (int s = 0; s < j.n; s += 2) {
+            step(s, a0, a1);
+            if (s + 1 < j.n) step(s + 1, a1, a0);
+        }
+        wgmma_wait<0>();
+        fence_acc(acc);
+        fence_regs(a0);
+        fence_regs(a1);
+        store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
+    }
+};
+
+}  // namespace mmqrs
+
+using namespace mmqrs;
+
+// Arguments as mmq_wgmma_gemm's; kThreadsRs threads per CTA (consumers first, producer last).
+extern "C" __global__ void __launch_bounds__(kThreadsRs, MIN_BLOCKS)
+mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, float* __restrict__ C, int M, int T,
+               int K, long long row_bytes) {
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t* smem = align_smem(smem_raw);
+    uint8_t* raw = smem + STAGES * kXChunk;
+    const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes)};
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; ++i) {
+            mbar_init(&sm.bars->xfull[i], 128);
+            mbar_init(&sm.bars->xempty[i], 4 * kConsumers);
+        }
+        for (int i = 0; i < RAW; ++i) {
+            mbar_init(&sm.bars->rawfull[i], 128);
+            mbar_init(&sm.bars->rawempty[i], 4 * kConsumers);
+        }
+    }
+    __syncthreads();
+
+    int kb_begin, kb_end;
+    split_range(K / 256, kb_begin, kb_end);
+    const Job job{W, X16, static_cast<int>(blockIdx.y) * BM, static_cast<int>(blockIdx.x) * BN, M, T, K, kb_begin,
+                  (kb_end - kb_begin) * kSteps, static_cast<size_t>(row_bytes)};
+    if (threadIdx.x >= kConsumerThreads) {
+        if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+        produce(sm, job);
+    } else {
+        if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+        const int lane = threadIdx.x & 31;
+        Consumer c{sm, job, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
+        c.run(C);
+    }
+}
+
+#include "helper_kernels.cuh"
+MMQ_SPLITK_REDUCE(mmq_wgmma_splitk_reduce)
+
+extern "C" __constant__ int mmq_wgmma_smem_bytes = kSmemRs;

@@ -1,0 +1,139 @@
+// The pieces every wgmma kernel of the `wgmma` lever shares (mmq_wgmma.cu: all warpgroups
+// load, dequantize and multiply; mmq_wgmma_ws.cu: a producer warpgroup loads and dequantizes
+// for consumer warpgroups that only multiply): the 128B-swizzled tile layout and its
+// descriptors, the copies of one 64-k step, the dequantize of one step, the wgmma issue.
+//
+// One step = 64 k = one 128-byte row of f16 = the width of the wgmma 128B swizzle atom.
+//   activation chunk: BN token rows x 128 B; weight (A) chunk: BM rows x 128 B, both swizzled;
+//   raw slot: one 256-k super-block of BM weight rows (kRawStride bytes each), read by 4 steps.
+#pragma once
+#include "mmq_core.cuh"
+#include "dequant16.cuh"
+#include "wgmma_ops.cuh"
+
+namespace mmqwg {
+
+using namespace mmq;
+
+constexpr int kSteps = 4;          // 64-k steps per 256-k super-block
+constexpr int kXChunk = BN * 128;  // activation chunk: BN rows x 64 f16
+constexpr int kAChunk = BM * 128;  // dequantized weight chunk: BM rows x 64 f16
+constexpr int kRawSlots = 2;
+constexpr int kAlign = 1024;       // swizzle atoms (8 rows x 128 B) must be 1024-aligned
+static_assert(BM % 64 == 0, "BM = 64 rows per consumer warpgroup");
+static_assert(BN % 8 == 0 && BN <= 256, "BN must be a wgmma N: a multiple of 8 up to 256");
+static_assert(WARPS_N == 1, "a warpgroup spans all BN tokens");
+
+// Byte offset of 16-byte chunk c (8 f16 = 8 k) of row r in a 128B-swizzled K-major tile: rows
+// of 128 B, 8-row atoms of 1024 B, chunk index XOR row-in-atom (what the hardware reads back).
+__device__ __forceinline__ int swz(int r, int c) { return (r >> 3) * 1024 + (r & 7) * 128 + ((c ^ (r & 7)) << 4); }
+
+// Shared-memory matrix descriptor: K-major, 128B swizzle, 8-row groups 1024 B apart.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+__device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
+    const uint32_t base = smem_addr(p);
+    return p + (((base + kAlign - 1) & ~(kAlign - 1)) - base);
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// Tell the compiler the accumulators change under it (in flight wgmmas write them).
+__device__ __forceinline__ void fence_acc(float (&acc)[BN / 2]) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+// mbarriers in shared memory: the hand-off between producer and consumer warpgroups.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
+                 : "memory");
+}
+// Wait until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n"
+        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+// Arrive on `bar` once every cp.async this thread issued so far has landed (the arrival counts
+// against the count the barrier was initialised with: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Super-blocks [begin, end) of split z of `splits` (gridDim.z) over nkb.
+__device__ __forceinline__ void split_range(int nkb, int& begin, int& end) {
+    begin = static_cast<int>((static_cast<long long>(nkb) * blockIdx.z) / gridDim.z);
+    end = static_cast<int>((static_cast<long long>(nkb) * (blockIdx.z + 1)) / gridDim.z);
+}
+
+// Activation chunk of global 64-k step kc for tokens [tok0, tok0 + BN), copied by threads
+// tid = 0..nthr-1 into the swizzled layout.
+__device__ __forceinline__ void issue_x(uint8_t* xs, int tid, int nthr, const __half* __restrict__ x, int tok0,
+                                        int T, int K, int kc) {
+    for (int i = tid; i < BN * 8; i += nthr) {
+        const int t = i >> 3, c = i & 7;
+        const int tok = min(tok0 + t, T - 1);  // tokens past T load the last one; never stored
+        cp_async16(xs + swz(t, c), x + static_cast<size_t>(tok) * K + kc * 64 + c * 8);
+    }
+}
+
+// Raw super-block kb of weight rows [row0, row0 + BM) into one raw slot.
+__device__ __forceinline__ void issue_raw(uint8_t* raw_w, int tid, int nthr, const uint8_t* __restrict__ W,
+                                          int row0, int M, int kb, size_t row_bytes) {
+    for (int i = tid; i < BM * kRawChunks; i += nthr) {
+        const int r = i / kRawChunks, c = i % kRawChunks;
+        const int row = min(row0 + r, M - 1);  // rows past M load row M-1; never stored
+        const size_t off = w_offset(row, kb, row_bytes) & ~static_cast<size_t>(15);
+        cp_async16(raw_w + r * kRawStride + c * 16, W + off + c * 16);
+    }
+}
+
+// Dequantize step kc's 64 k of the BM rows into the swizzled f16 tile `a`: item (row, 8-k chunk).
+__device__ __forceinline__ void dequant_step(uint8_t* a, const uint8_t* raw_w, int kc, int row0, int M,
+                                             size_t row_bytes, int tid, int nthr) {
+    const int kb = kc / kSteps, sub = kc % kSteps;
+#pragma unroll
+    for (int e = tid; e < BM * 8; e += nthr) {
+        const int r = e >> 3, c = e & 7;
+        const uint8_t* blk = raw_block(raw_w, r, row0, M, kb, row_bytes);
+        const int k = 64 * sub + 8 * c;  // super-block-local k of the chunk's first weight
+        float sw, mn;
+        group_scale(blk, k / kGroupK, sw, mn);
+        const uint2 lo = dequant_word(unpack_word(blk, k / 4), sw, mn);
+        const uint2 hi = dequant_word(unpack_word(blk, k / 4 + 1), sw, mn);
+        *reinterpret_cast<uint4*>(a + swz(r, c)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+}
+
+// One step's multiply for a warpgroup: 4 x wgmma m64nBNk16 on its 64 rows of the A chunk at
+// a_addr and the activation chunk at x_addr, committed as one async group.
+__device__ __forceinline__ void mma_step(float (&acc)[BN / 2], uint32_t a_addr, uint32_t x_addr) {
+    wgmma_fence();
+#pragma unroll
+    for (int k16 = 0; k16 < 4; ++k16)  // +32 bytes along the swizzled row per k16
+        wg::wgmma_f16<BN>(acc, smem_desc(a_addr + 32 * k16), smem_desc(x_addr + 32 * k16));
+    wgmma_commit();
+}
+
+// Consumer warps' accumulators (rows 16 warp + g (+8), tokens 8 i + 2 tq (+1)) to C.
+__device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* C, int M, int T, int row0, int tok0) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    store_acc(reinterpret_cast<const float(&)[1][BN / 8][4]>(acc), C + static_cast<size_t>(blockIdx.z) * T * M,
+              nullptr, nullptr, M, T, row0 + 16 * warp, tok0, lane >> 2, lane & 3);
+}
+
+}  // namespace mmqwg
