@@ -3,6 +3,8 @@
 # then the benchmark/campaign steps named in $@ (default: the dense bench). Results, logs and
 # a tarball of the MLflow store land in $OUT (what the device tool brings back).
 #   device command:  bash scripts/device_run.sh [tests] [bench ARGS...] [study ARGS...]
+#   profile ARGS...: Nsight Compute sections of one launch of scripts/profile_kernel.py ARGS
+#                    (ncu --clock-control none: the card's clocks are left as they are)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
@@ -22,7 +24,7 @@ status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
     args=()
-    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ]; do
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ]; do
         args+=("$1"); shift
     done
     case $step in
@@ -34,11 +36,19 @@ while [ $# -gt 0 ]; do
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         moebench) run python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+        profile) n=$(ls "$OUT"/ncu-*.txt 2>/dev/null | wc -l)
+               run ncu --clock-control none -k regex:'_gemm$' -s 2 -c 1 --section SpeedOfLight \
+                   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
+                   --section WarpStateStats --section InstructionStats --section Occupancy --section SourceCounters \
+                   python3 scripts/profile_kernel.py "${args[@]}" > "$OUT/ncu-$n.txt" 2>&1
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1; tail -n 60 "$OUT/ncu-$n.txt" ;;
         study) run python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
 done
-# the stores (MLflow sqlite + artifacts, Optuna db) and champions come back as one tarball
+# the stores (MLflow sqlite + artifacts, Optuna db) and champions come back as one tarball, the
+# logs, sweep tables and profiles as another (the device tool returns at most 8 files)
 tar -czf "$OUT/stores.tar.gz" mlruns $(ls champions.json 2>/dev/null) 2>/dev/null
+(cd "$OUT" && logs=$(ls *.log sweep_*.csv ncu-*.txt 2>/dev/null) && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs)
 exit $status

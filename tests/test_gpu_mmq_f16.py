@@ -62,14 +62,28 @@ def assert_f16_parity(got: np.ndarray, prob: Problem, label: str) -> None:
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
 
 
-def one_hot_problem(rng, qtype: str, M: int = 48, K: int = 256, T: int = 64) -> tuple[Problem, np.ndarray]:
-    """x = e_k rows: the output is the f16-rounded weight columns (returned as the expectation)."""
+def f16x2_dequantize(packed: np.ndarray, qtype: str) -> np.ndarray:
+    """The DEQ=1 (and register-A wgmma) weights: sw and mn rounded to f16 first, then one fused
+    f16 multiply-add q * sw16 - mn16, rounded once (exact in float64, then one rounding)."""
+    form = quant.get(qtype).decompose(packed)
+    sw = np.repeat(form.scale.astype(np.float16), form.group, axis=1).astype(np.float64)
+    w = form.q.astype(np.float64) * sw
+    if form.minv is not None:
+        w -= np.repeat(form.minv.astype(np.float16), form.group, axis=1).astype(np.float64)
+    return w.astype(np.float16).astype(np.float32)
+
+
+def one_hot_problem(rng, qtype: str, M: int = 48, K: int = 256, T: int = 64,
+                    deq: int = 0) -> tuple[Problem, np.ndarray]:
+    """x = e_k rows: the output is the f16 weight columns (returned as the expectation): the f32
+    dequantizer's values rounded once to f16 (deq=0), or the f16x2 dequant's (deq=1)."""
     w = (rng.standard_normal((M, K)) * 0.1).astype(np.float32)
     packed = quant.get(qtype).quantize(w)
     x = np.zeros((T, K), np.float32)
     cols = rng.choice(K, T, replace=False)
     x[np.arange(T), cols] = 1.0
-    want = quant.get(qtype).dequantize(packed)[:, cols].T.astype(np.float16).astype(np.float32)
+    w16 = f16x2_dequantize(packed, qtype) if deq else quant.get(qtype).dequantize(packed).astype(np.float16)
+    want = w16[:, cols].T.astype(np.float32)
     return Problem(Workload(qtype, M, K, T), packed, x), want
 
 

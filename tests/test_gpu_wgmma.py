@@ -33,7 +33,9 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 32, "RAW": 3, "MIN_BLOCKS": 2},
     {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
 ]
-PRECOMPILE = {"mmq_wgmma": CONFIGS}  # scripts/precompile.py builds these off the GPU
+# the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
+ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [{"BM": 128, "BN": 64, "AREG": 1}]
+PRECOMPILE = {"mmq_wgmma": CONFIGS + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -50,13 +52,17 @@ def test_wgmma_parity(gpu_device, qtype, cfg):
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):
-    """x = e_k rows: each output is one dequantized weight rounded to f16, so a swizzle or
-    descriptor error moves values between (row, k) positions and fails here."""
+    """x = e_k rows: each output is one dequantized weight in f16 (DEQ=0: the f32 dequantizer's
+    value rounded once; DEQ=1 and the register-A kernel: the fused f16 q * sw16 - mn16), so a
+    swizzle, descriptor or fragment-layout error moves values between (row, k) positions and fails."""
     from kernels import mmq_wgmma
 
     rng = np.random.default_rng(7)
     for qtype in TYPES:
-        prob, want = one_hot_problem(rng, qtype, M=200, K=512, T=128)
-        for kernel in ({"WS": 0}, {"WS": 1}, {"AREG": 1}):
-            got = run_once(mmq_wgmma.FAMILY.build({"BM": 128, "BN": 64, **kernel}, qtype, gpu_device), prob)
-            np.testing.assert_allclose(got, want, rtol=2**-10, atol=1e-7)  # one f16 ulp
+        for deq in (0, 1):
+            prob, want = one_hot_problem(rng, qtype, M=200, K=512, T=128, deq=deq)
+            for kernel in ONE_HOT:
+                if mmq_wgmma.full_params(kernel)["DEQ"] != deq:  # AREG=1 computes as DEQ=1
+                    continue
+                got = run_once(mmq_wgmma.FAMILY.build(kernel, qtype, gpu_device), prob)
+                np.testing.assert_array_equal(got, want, err_msg=f"{qtype} {kernel}")  # exact: one product per output

@@ -73,82 +73,117 @@ struct Job {
 };
 
 // ---- dequantize: raw ggml bytes -> f16 A fragments ----
+//
+// Per super-block each thread decodes the scales of its two rows once into half2 registers
+// (exact products rounded once, as the DEQ = 1 path rounds them); per step it turns codes into
+// exact f16 integers (the 1024 + code exponent trick) and applies the scale with one HFMA2/HMUL2.
 
-// Type bias: 1024 (the f16 exponent trick) + the offset that makes the stored code unsigned.
-#if QTYPE == 2
-constexpr uint32_t kBias2 = 0x64206420u;  // 1056: q6_K codes 0..63 mean q - 32
-#elif QTYPE == 3
-constexpr uint32_t kBias2 = 0x64806480u;  // 1152: q8_0 int8 with its sign bit flipped (u = q + 128)
-#else
-constexpr uint32_t kBias2 = 0x64006400u;  // 1024: q4_K / q5_K codes are unsigned
-#endif
-
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 // bytes b0, b1 of v -> 0x00b1_00b0 (one code per f16 lane)
 __device__ __forceinline__ uint32_t spread(uint32_t v) { return __byte_perm(v, 0u, 0x4140); }
-__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+// (a & mask) | c in one LOP3 (nvcc splits the C++ form into two when both constants are immediates)
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
+    return d;
+}
+__device__ __forceinline__ __half2 h2(uint32_t v) { return *reinterpret_cast<const __half2*>(&v); }
+__device__ __forceinline__ uint32_t u32(__half2 v) { return *reinterpret_cast<const uint32_t*>(&v); }
+constexpr uint32_t kMagic = 0x64006400u;  // f16 1024 in both lanes: 0x6400 | c is 1024 + c exactly (c < 1024)
 
-// Codes of k = 64 sub + l, l + 1 (lo) and k = 64 sub + 32 + l, l + 1 (hi) of one row's super-block,
-// l even: two codes per word, each in the low bits of its 16-bit lane.
-__device__ __forceinline__ void load_codes(const uint8_t* blk, int sub, int l, uint32_t& lo, uint32_t& hi) {
-#if QTYPE == 0
-    const uint32_t p = spread(ld16(blk + 16 + 32 * sub + l));  // qs: group 2 sub low nibbles, 2 sub + 1 high
-    lo = p & 0x000F000Fu;
-    hi = (p >> 4) & 0x000F000Fu;
-#elif QTYPE == 1
-    const uint32_t p = spread(ld16(blk + 48 + 32 * sub + l));
-    const uint32_t h = spread(ld16(blk + 16 + l));  // qh: bit j of byte l is the 5th bit of group j
-    lo = (p & 0x000F000Fu) | (((h >> (2 * sub)) & 0x00010001u) << 4);
-    hi = ((p >> 4) & 0x000F000Fu) | (((h >> (2 * sub + 1)) & 0x00010001u) << 4);
+// biased (1024 + bias + q per lane) -> q, exact
+__device__ __forceinline__ __half2 unbias(uint32_t biased, uint32_t bias2) { return __hsub2(h2(biased), h2(bias2)); }
+
+#if QTYPE <= 1
+constexpr int kScaleRegs = 8;  // j: (sw_j, -mn_j) of 32-group j
 #elif QTYPE == 2
-    // 128-k half n = sub / 2; quarters r = 2 (sub % 2) (lo) and r + 1 (hi): ql nibble 4 (r / 2),
-    // ql byte 64 n + 32 (r % 2) + l, qh byte 128 + 32 n + l bits 2 r
-    const int n = sub >> 1, sh = 4 * (sub & 1);
-    const uint32_t h = spread(ld16(blk + 128 + 32 * n + l));
-    lo = ((spread(ld16(blk + 64 * n + l)) >> sh) & 0x000F000Fu) | (((h >> sh) & 0x00030003u) << 4);
-    hi = ((spread(ld16(blk + 64 * n + 32 + l)) >> sh) & 0x000F000Fu) | (((h >> (sh + 2)) & 0x00030003u) << 4);
+constexpr int kScaleRegs = 8;  // i: (sw_2i, sw_2i+1) of 16-groups 2i, 2i + 1 (no min)
 #else
-    lo = spread(ld16(blk + 34 * (2 * sub) + 2 + l)) ^ 0x00800080u;
-    hi = spread(ld16(blk + 34 * (2 * sub + 1) + 2 + l)) ^ 0x00800080u;
+constexpr int kScaleRegs = 4;  // i: (d_2i, d_2i+1) of 32-blocks 2i, 2i + 1 (no min)
+#endif
+
+// The scale registers of one row's super-block `blk`.
+__device__ __forceinline__ void decode_scales(const uint8_t* blk, uint32_t (&r)[kScaleRegs]) {
+#if QTYPE <= 1
+    // 6-bit (sc, m) pairs of 12 bytes, four at a time (ggml's get_scale_min_k4 on whole words)
+    const __half2 dm = h2(ld32(blk) ^ 0x80000000u);  // (d, -dmin)
+    const uint32_t s0 = ld32(blk + 4), s1 = ld32(blk + 8), s2 = ld32(blk + 12);
+    const uint32_t sc[2] = {s0 & 0x3F3F3F3Fu, (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u)};
+    const uint32_t mn[2] = {s1 & 0x3F3F3F3Fu, ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int b = j & 3;  // byte b of the words: sc in lane 0, m in lane 1
+        const uint32_t bytes = __byte_perm(sc[j >> 2], mn[j >> 2], b | (b << 4) | ((4 + b) << 8) | ((4 + b) << 12));
+        const uint32_t pair = and_or<0x00FF00FFu>(bytes, kMagic);
+        r[j] = u32(__hmul2(unbias(pair, kMagic), dm));  // (d sc, -dmin m), each rounded once
+    }
+#elif QTYPE == 2
+    const uint32_t d = ld16(blk + 208);
+    const __half2 dd = h2(d | (d << 16));
+#pragma unroll
+    for (int i = 0; i < 8; ++i)  // int8 scales: sign bit flipped -> 1024 + 128 + sc
+        r[i] = u32(__hmul2(unbias(spread(ld16(blk + 192 + 2 * i)) ^ 0x64806480u, 0x64806480u), dd));
+#else
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = ld16(blk + 68 * i) | (ld16(blk + 68 * i + 34) << 16);
 #endif
 }
 
-// (sw, -mn) of k16 slice i (0..3) of chunk `sub` as f16, both rounded once from f32 (as DEQ = 1).
-__device__ __forceinline__ uint32_t slice_scale(const uint8_t* blk, int sub, int i) {
-    float sw, mn;
-    group_scale(blk, kGroupK == 16 ? 4 * sub + i : 2 * sub + (i >> 1), sw, mn);
-    return pack_h2(sw, -mn);
+// Exact f16 codes of k = 64 SUB + l, l + 1 (lo: slices 0-1) and 64 SUB + 32 + l, l + 1 (hi: slices 2-3).
+template <int SUB>
+__device__ __forceinline__ void codes(const uint8_t* blk, int l, __half2& lo, __half2& hi) {
+#if QTYPE == 0
+    const uint32_t p = spread(ld16(blk + 16 + 32 * SUB + l));  // low nibbles: group 2 SUB, high: 2 SUB + 1
+    lo = unbias(and_or<0x000F000Fu>(p, kMagic), kMagic);
+    hi = __hfma2(h2(and_or<0x00F000F0u>(p, kMagic)), h2(0x2C002C00u), h2(0xD400D400u));  // (1024 + 16 q) / 16 - 64
+#elif QTYPE == 1
+    const uint32_t p = spread(ld16(blk + 48 + 32 * SUB + l));
+    const uint32_t h = spread(ld16(blk + 16 + l));  // qh: bit j of byte l is the 5th bit of group j
+    lo = unbias(and_or<0x000F000Fu>(p, kMagic) | (((h >> (2 * SUB)) & 0x00010001u) << 4), kMagic);
+    hi = unbias(and_or<0x000F000Fu>(p >> 4, kMagic) | (((h >> (2 * SUB + 1)) & 0x00010001u) << 4), kMagic);
+#elif QTYPE == 2
+    // 128-k half n = SUB / 2; quarters r = 2 (SUB % 2) (lo) and r + 1 (hi): ql nibble 4 (r / 2),
+    // ql byte 64 n + 32 (r % 2) + l, qh byte 128 + 32 n + l bits 2 r; stored q + 32
+    constexpr int n = SUB >> 1, sh = 4 * (SUB & 1);
+    const uint32_t h = spread(ld16(blk + 128 + 32 * n + l));
+    lo = unbias(and_or<0x000F000Fu>(spread(ld16(blk + 64 * n + l)) >> sh, kMagic) | (((h >> sh) & 0x00030003u) << 4),
+                0x64206420u);
+    hi = unbias(and_or<0x000F000Fu>(spread(ld16(blk + 64 * n + 32 + l)) >> sh, kMagic) |
+                    (((h >> (sh + 2)) & 0x00030003u) << 4),
+                0x64206420u);
+#else
+    lo = unbias(spread(ld16(blk + 68 * SUB + 2 + l)) ^ 0x64806480u, 0x64806480u);  // int8: 1024 + 128 + q
+    hi = unbias(spread(ld16(blk + 68 * SUB + 36 + l)) ^ 0x64806480u, 0x64806480u);
+#endif
 }
 
-// w = q * sw - mn for the two codes of `codes`, in f16.
-__device__ __forceinline__ uint32_t dequant_pair(uint32_t codes, uint32_t scale) {
-    const uint32_t biased = codes | 0x64006400u;  // 1024 + code, exact
-    const uint32_t bias = kBias2;
-    const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&biased), *reinterpret_cast<const __half2*>(&bias));
-    const __half2 s = *reinterpret_cast<const __half2*>(&scale);
-    const __half2 w = __hfma2(q, __low2half2(s), __high2half2(s));
-    return *reinterpret_cast<const uint32_t*>(&w);
+// w = q sw - mn for the codes of k16 slice i (0..3) of chunk SUB.
+template <int SUB>
+__device__ __forceinline__ uint32_t scale(__half2 q, const uint32_t (&r)[kScaleRegs], int i) {
+#if QTYPE <= 1
+    const __half2 s = h2(r[2 * SUB + (i >> 1)]);
+    return u32(__hfma2(q, __low2half2(s), __high2half2(s)));
+#else
+    const int j = QTYPE == 2 ? 4 * SUB + i : 2 * SUB + (i >> 1);  // 16-group / 32-block of the slice
+    const __half2 s = h2(r[j >> 1]);
+    return u32(__hmul2(q, (j & 1) ? __high2half2(s) : __low2half2(s)));
+#endif
 }
 
-// The thread's 16 weights of one row (rr = 0: row g, 1: row g + 8) in chunk `sub`.
-__device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint8_t* blk, int sub, int tq, int rr) {
-    uint32_t sc[4];
-    sc[0] = slice_scale(blk, sub, 0);
-    sc[2] = slice_scale(blk, sub, 2);
-    if constexpr (kGroupK == 16) {
-        sc[1] = slice_scale(blk, sub, 1);
-        sc[3] = slice_scale(blk, sub, 3);
-    } else {
-        sc[1] = sc[0];
-        sc[3] = sc[2];
-    }
+// The thread's 16 weights of one row (rr = 0: row g, 1: row g + 8) in chunk SUB.
+template <int SUB>
+__device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint8_t* blk, const uint32_t (&r)[kScaleRegs],
+                                            int tq, int rr) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            uint32_t lo, hi;
-            load_codes(blk, sub, 16 * i + 2 * tq + 8 * h, lo, hi);
-            a[i][2 * h + rr] = dequant_pair(lo, sc[i]);
-            a[i + 2][2 * h + rr] = dequant_pair(hi, sc[i + 2]);
+            __half2 lo, hi;
+            codes<SUB>(blk, 16 * i + 2 * tq + 8 * h, lo, hi);
+            a[i][2 * h + rr] = scale<SUB>(lo, r, i);
+            a[i + 2][2 * h + rr] = scale<SUB>(hi, r, i + 2);
         }
 }
 
@@ -183,23 +218,36 @@ struct Consumer {
     const Smem& sm;
     const Job& j;
     float acc[BN / 2];
-    int r0, tq, lane;  // r0: CTA-local row of the thread's g
+    uint32_t sc[2][kScaleRegs];  // scales of the current super-block, rows g and g + 8
+    const uint8_t* blk[2];       // the two rows' raw blocks of the current super-block
+    int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
-    __device__ __forceinline__ void dequant(uint32_t (&a)[4][4], int s) {
-        const int b = s / kSteps, sub = s % kSteps;
-        if (sub == 0) mbar_wait(&sm.bars->rawfull[b % RAW], (b / RAW) & 1);
+    // Super-block b (relative) has landed: point at its rows, decode their scales.
+    __device__ __forceinline__ void begin_block(int b) {
+        mbar_wait(&sm.bars->rawfull[b % RAW], (b / RAW) & 1);
         const uint8_t* slot = sm.raw + (b % RAW) * kRawWBytes;
-        const int kb = j.kb_begin + b;
-        dequant_row(a, raw_block(slot, r0, j.row0, j.M, kb, j.rb), sub, tq, 0);
-        dequant_row(a, raw_block(slot, r0 + 8, j.row0, j.M, kb, j.rb), sub, tq, 1);
-        if (sub == kSteps - 1) {  // the super-block's last reads are done: its slot may refill
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            blk[rr] = raw_block(slot, r0 + 8 * rr, j.row0, j.M, j.kb_begin + b, j.rb);
+            decode_scales(blk[rr], sc[rr]);
+        }
+    }
+
+    template <int SUB>
+    __device__ __forceinline__ void dequant(uint32_t (&a)[4][4], int b) {
+        dequant_row<SUB>(a, blk[0], sc[0], tq, 0);
+        dequant_row<SUB>(a, blk[1], sc[1], tq, 1);
+        if (SUB == kSteps - 1) {  // the super-block's last reads are done: its slot may refill
             __syncwarp();
             if (lane == 0) mbar_arrive(&sm.bars->rawempty[b % RAW]);
         }
     }
 
-    // Step s: multiply with `cur` (dequantized before), then dequantize step s + 1 into `nxt`.
-    __device__ __forceinline__ void step(int s, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
+    // Step s = 4 b + SUB: multiply with `cur` (dequantized before), then dequantize step s + 1
+    // into `nxt` while the wgmmas run.
+    template <int SUB>
+    __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
+        const int s = kSteps * b + SUB;
         mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
         fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma (async proxy) reads
         const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
@@ -210,7 +258,12 @@ struct Consumer {
         wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
         if (s >= 1 && lane == 0) mbar_arrive(&sm.bars->xempty[(s - 1) % STAGES]);
-        if (s + 1 < j.n) dequant(nxt, s + 1);
+        if constexpr (SUB < kSteps - 1) {
+            dequant<SUB + 1>(nxt, b);
+        } else if (s + 1 < j.n) {
+            begin_block(b + 1);
+            dequant<0>(nxt, b + 1);
+        }
     }
 
     __device__ __forceinline__ void run(float* C) {
@@ -218,10 +271,13 @@ struct Consumer {
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         fence_acc(acc);
         uint32_t a0[4][4], a1[4][4];
-        dequant(a0, 0);
-        for (int s = 0; s < j.n; s += 2) {
-            step(s, a0, a1);
-            if (s + 1 < j.n) step(s + 1, a1, a0);
+        begin_block(0);
+        dequant<0>(a0, 0);
+        for (int b = 0; b < j.n / kSteps; ++b) {  // one super-block = 4 steps, register sets alternating
+            step<0>(b, a0, a1);
+            step<1>(b, a1, a0);
+            step<2>(b, a0, a1);
+            step<3>(b, a1, a0);
         }
         wgmma_wait<0>();
         fence_acc(acc);
@@ -265,7 +321,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;
-        Consumer c{sm, job, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
+        Consumer c{sm, job, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
         c.run(C);
     }
 }
