@@ -24,8 +24,8 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2}
-COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW")
+            "AREG": 0, "RAW": 2, "XSYNC": 1}
+COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC")
 WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu and mmq_wgmma_rs.cu
 
 
@@ -35,7 +35,7 @@ def full_params(params: dict) -> dict:
     if p["AREG"]:  # the register-A kernel is warp-specialized; DEQ/ABUF do not apply to it
         p.update(WS=1, DEQ=1, ABUF=2)
     else:
-        p["RAW"] = 2
+        p.update(RAW=2, XSYNC=1)
     return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
 
 
@@ -74,6 +74,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"STAGES={p['STAGES']} outside {2 if p['AREG'] else 3}..4"
     if not 2 <= p["RAW"] <= 4:
         return f"RAW={p['RAW']} outside 2..4 (raw super-block slots, AREG=1)"
+    if p["XSYNC"] not in (0, 1):
+        return f"XSYNC={p['XSYNC']} is not 0 (MMA warps fence) or 1 (the producer fences)"
     if p["ABUF"] != 2 and not (p["WS"] and p["ABUF"] == 3):
         return f"ABUF={p['ABUF']}: 2, or 3 with WS=1"
     if p["DEQ"] not in (0, 1):

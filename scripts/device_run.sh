@@ -40,8 +40,11 @@ while [ $# -gt 0 ]; do
                run ncu --clock-control none -k regex:'_gemm$' -s 2 -c 1 --section SpeedOfLight \
                    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
                    --section WarpStateStats --section InstructionStats --section Occupancy --section SourceCounters \
-                   python3 scripts/profile_kernel.py "${args[@]}" > "$OUT/ncu-$n.txt" 2>&1
-               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1; tail -n 60 "$OUT/ncu-$n.txt" ;;
+                   -o "$OUT/ncu-$n" python3 scripts/profile_kernel.py "${args[@]}" > "$OUT/ncu-$n.txt" 2>&1 || status=1
+               # the report's details and its per-SASS-instruction stall samples, as text
+               ncu -i "$OUT/ncu-$n.ncu-rep" --page details --print-details all >> "$OUT/ncu-$n.txt" 2>&1
+               ncu -i "$OUT/ncu-$n.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$n-sass.csv" 2>&1
+               grep -A12 "Warp State Statistics" "$OUT/ncu-$n.txt" | head -40 ;;
         study) run python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;
@@ -50,5 +53,5 @@ done
 # the stores (MLflow sqlite + artifacts, Optuna db) and champions come back as one tarball, the
 # logs, sweep tables and profiles as another (the device tool returns at most 8 files)
 tar -czf "$OUT/stores.tar.gz" mlruns $(ls champions.json 2>/dev/null) 2>/dev/null
-(cd "$OUT" && logs=$(ls *.log sweep_*.csv ncu-*.txt 2>/dev/null) && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs)
+(cd "$OUT" && logs=$(ls *.log sweep_*.csv ncu-* 2>/dev/null) && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs)
 exit $status

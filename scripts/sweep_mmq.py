@@ -71,19 +71,21 @@ def grid_wgmma_ws(T: int) -> list[dict]:
 def grid_wgmma_rs(T: int) -> list[dict]:
     """wgmma with A dequantized into registers (AREG=1): tiles x activation ring x raw slots."""
     if T <= 16:
-        tiles, stages, raws, splits = [(64, 16), (128, 16), (64, 8)], (4,), (3, 4), (0, 4, 8)
+        tiles, stages, raws, splits = [(128, 16), (64, 16), (64, 8)], (4,), (3, 4), (0, 4, 8)
     elif T <= 64:
         tiles, stages, raws, splits = [(64, 64), (128, 32), (128, 64)], (4,), (2, 3), (0, 2)
     elif T <= 256:
         tiles, stages, raws, splits = [(128, 128), (128, 256), (64, 256)], (3, 4), (2,), (0, 2)
     else:
-        tiles, stages, raws, splits = [(128, 256), (128, 192), (128, 128)], (3, 4), (2,), (0,)
+        tiles, stages, raws, splits = [(128, 256), (128, 192), (128, 128)], (4, 3), (2,), (0,)
     out = []
     for (bm, bn), st, raw, sk in itertools.product(tiles, stages, raws, splits):
         p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk}
         if mmq_wgmma.invalid_reason(p, "q8_0", {}) is None:
             out.append(p)
-    if T > 256:  # the shared-memory-A kernels at their best large-T tile, for the A/B in one run
+    # the consumer-side proxy fence (XSYNC=0) at the first tile, for the A/B in one run
+    out += [{**p, "XSYNC": 0} for p in out[:1]]
+    if T > 256:  # the shared-memory-A kernels at their best large-T tile
         out += [{"WS": 0, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
                 {"WS": 1, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}]
     return out

@@ -22,16 +22,25 @@
 //   xfull[s]/xempty[s]   STAGES activation chunks (BN tokens x 64 k, 128B-swizzled, wgmma B);
 //   rawfull[b]/rawempty[b] RAW raw super-block slots (BM rows x 256 k), copied RAW - 2 super-blocks
 //                        ahead of the activations (deep weight prefetch where T is small).
-//   producer: cp.async, then cp.async.mbarrier.arrive (the copy engine arrives when they land).
+//   producer: cp.async; raw slots: cp.async.mbarrier.arrive (the copies arrive when they land:
+//   consumers read them with plain loads). Activation chunks are read by the wgmma (the async
+//   proxy), so generic-proxy writes need fence.proxy.async between landing and the wgmma:
+//     XSYNC 1: the producer waits for its copies of step f - LAG, fences, arrives xfull (LAG =
+//              STAGES - 2 steps behind its copies); the MMA warps never fence;
+//     XSYNC 0: cp.async.mbarrier.arrive, and every consumer fences after its xfull wait (a
+//              MEMBAR.ALL.CTA per step on the MMA warps).
 //   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
 //   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
-// RAW 2..4, MIN_BLOCKS.
+// RAW 2..4, XSYNC, MIN_BLOCKS.
 #include "wgmma_tile.cuh"
 
 #ifndef RAW
 #define RAW 2
+#endif
+#ifndef XSYNC
+#define XSYNC 1
 #endif
 
 using namespace mmqwg;
@@ -42,6 +51,7 @@ constexpr int kConsumers = BM / 64;
 constexpr int kConsumerThreads = 128 * kConsumers;
 constexpr int kThreadsRs = kConsumerThreads + 128;
 constexpr int kAhead = RAW - 2;  // super-blocks the weight copies run ahead of the activation copies
+constexpr int kLag = XSYNC ? STAGES - 2 : 0;  // steps xfull trails the copies (XSYNC 1; more would deadlock)
 constexpr int kBarBytes = 128;
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
@@ -51,7 +61,7 @@ static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2..4");
 static_assert(RAW >= 2 && RAW <= 4, "RAW must be 2..4");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
-constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 <= 64 K registers
+constexpr int kProducerRegs = 64, kConsumerRegs = 216;  // 128 x 64 + 256 x 216 <= 64 K registers
 static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
 
 struct Bars {
@@ -206,11 +216,22 @@ __device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
         cp_async_mbar_arrive(&sm.bars->rawfull[b % RAW]);
     };
     for (int b = 0; b <= kAhead && b < nb; ++b) copy_raw(b);
-    for (int f = 0; f < j.n; ++f) {
-        if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
-        issue_x(sm.x + (f % STAGES) * kXChunk, tid, 128, j.X16, j.tok0, j.T, j.K, kc0 + f);
-        cp_async_mbar_arrive(&sm.bars->xfull[f % STAGES]);
-        if (f > 0 && f % kSteps == 0 && f / kSteps + kAhead < nb) copy_raw(f / kSteps + kAhead);
+    for (int f = 0; f < j.n + kLag; ++f) {
+        if (f < j.n) {
+            if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
+            issue_x(sm.x + (f % STAGES) * kXChunk, tid, 128, j.X16, j.tok0, j.T, j.K, kc0 + f);
+            if constexpr (!XSYNC) cp_async_mbar_arrive(&sm.bars->xfull[f % STAGES]);
+            if (f > 0 && f % kSteps == 0 && f / kSteps + kAhead < nb) copy_raw(f / kSteps + kAhead);
+        }
+        if constexpr (XSYNC) {  // step g = f - kLag has landed: fence it for the wgmma, then publish
+            cp_async_commit();
+            const int g = f - kLag;
+            if (g >= 0) {
+                cp_async_wait<kLag>();
+                fence_proxy_async();
+                mbar_arrive(&sm.bars->xfull[g % STAGES]);
+            }
+        }
     }
 }
 
@@ -249,7 +270,7 @@ struct Consumer {
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         const int s = kSteps * b + SUB;
         mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
-        fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma (async proxy) reads
+        if constexpr (!XSYNC) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma reads
         const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
         wgmma_fence();
 #pragma unroll
