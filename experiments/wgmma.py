@@ -1,8 +1,11 @@
-"""Lever `wgmma`: the Hopper path (kernels/cuda/mmq_wgmma.cu, sm_90a) -- weights dequantized
-once per 64-k step into a swizzled f16 tile (scales applied), f16 activations, warpgroup MMA
-(wgmma.mma_async, operands from shared memory) with f32 accumulators, cp.async staging 3-4
-activation chunks deep, split-K where the tile grid cannot fill the GPU. Its incumbent is the
-int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
+"""Lever `wgmma`: the Hopper path (sm_90a). The searched kernel is the register-A one
+(kernels/cuda/mmq_wgmma_rs.cu): a producer warpgroup copies raw ggml weight blocks and f16
+activations into shared memory (cp.async, mbarriers); each consumer warp dequantizes its 16
+weight rows straight into wgmma A fragments (scales applied, exact f16 codes) while its previous
+`wgmma.mma_async` (A from registers, B = activations from 128B-swizzled shared memory, f32
+accumulators) runs. Searched: tile (BM weight rows x BN tokens), activation ring depth, raw
+weight slots (prefetch depth), where the async-proxy fence sits; split-K is chosen at launch.
+Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
 from experiments.mmq_base import LEVER as MMQ_BASE
 from kernels import mmq_wgmma
@@ -14,12 +17,13 @@ LEVER = Lever(
     space={
         "BM": [64, 128],
         "BN": [16, 32, 64, 128, 192, 256],
-        "STAGES": [3, 4],
-        "DEQ": [0, 1],
-        "MIN_BLOCKS": [1, 2],
+        "STAGES": [2, 3, 4],
+        "RAW": [2, 3, 4],
+        "XSYNC": [0, 1],
     },
-    fixed={"SPLITK": 0},
-    defaults={k: v for k, v in mmq_wgmma.DEFAULTS.items() if k != "SPLITK"},
+    fixed={"AREG": 1, "SPLITK": 0, "MIN_BLOCKS": 1},
+    # the large-T tile every type builds without spills (q6_K spills at BN=256: its static gate says so)
+    defaults=mmq_wgmma.heuristic_params(4096, "q6_K"),
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
@@ -27,5 +31,5 @@ LEVER = Lever(
     valid=lambda params, info: mmq_wgmma.invalid_reason(params, "q8_0", info),
     margin=0.02,
     sass_claims=("HGMMA",),
-    description="f16 weights dequantized per 64-k step into swizzled smem, wgmma m64nNk16 f32 (sm_90a)",
+    description="weights dequantized into wgmma A registers (sm_90a), f16 activations from swizzled smem, f32",
 )
