@@ -30,9 +30,7 @@
 //     XSYNC 0: cp.async.mbarrier.arrive, and every consumer fences after its xfull wait (a
 //              MEMBAR.ALL.CTA per step on the MMA warps).
 //   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
-//   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)) from raw words
-//   loaded during step s-1, then load the words of step s+2: a shared-memory load's latency under
-//   the wgmma traffic (hundreds of cycles, perf log run 9) hides behind a whole step.
+//   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
 // RAW 2..4, XSYNC, MIN_BLOCKS.
