@@ -65,7 +65,7 @@ def grid_wgmma_ws(T: int) -> list[dict]:
             out.append(p)
     if T > 256:  # two CTAs per SM of one consumer warpgroup each
         out.append({"WS": 1, "BM": 64, "BN": 128, "STAGES": 3, "ABUF": 2, "DEQ": 1, "MIN_BLOCKS": 2, "SPLITK": 0})
-    return [*out, {"BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1, "WS": 0}]  # the WS=0 large-T tile, for reference
+    return [*out, {**mmq_wgmma.heuristic_params(T), "WS": 0}]  # the WS=0 starting point, for reference
 
 
 def grid_wgmma_rs(T: int) -> list[dict]:
@@ -77,7 +77,7 @@ def grid_wgmma_rs(T: int) -> list[dict]:
     elif T <= 256:
         tiles, stages, raws, splits = [(128, 128), (128, 256), (64, 256)], (3, 4), (2,), (0, 2)
     else:
-        tiles, stages, raws, splits = [(128, 256), (128, 192), (128, 128)], (4,), (2,), (0,)
+        tiles, stages, raws, splits = [(128, 256), (128, 192), (128, 128)], (4, 3), (2,), (0,)
     out = []
     for (bm, bn), st, raw, sk in itertools.product(tiles, stages, raws, splits):
         p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk}
