@@ -22,8 +22,7 @@ LEVER = Lever(
         "XSYNC": [0, 1],
     },
     fixed={"AREG": 1, "SPLITK": 0, "MIN_BLOCKS": 1},
-    # the large-T tile every type builds without spills (q6_K spills at BN=256: its static gate says so)
-    defaults=mmq_wgmma.heuristic_params(4096, "q6_K"),
+    defaults=mmq_wgmma.heuristic_params(4096),
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="mmq_base",

@@ -24,7 +24,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 1}
+            "AREG": 0, "RAW": 2, "XSYNC": 0}
 COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC")
 WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu and mmq_wgmma_rs.cu
 
@@ -35,7 +35,7 @@ def full_params(params: dict) -> dict:
     if p["AREG"]:  # the register-A kernel is warp-specialized; DEQ/ABUF do not apply to it
         p.update(WS=1, DEQ=1, ABUF=2)
     else:
-        p.update(RAW=2, XSYNC=1)
+        p.update(RAW=2, XSYNC=0)
     return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
 
 
@@ -125,13 +125,13 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
 def heuristic_params(T: int) -> dict:
     """A starting configuration per T, used until a study promotes a champion: the register-A
-    kernel (AREG=1) with the tile that fills 132 SMs at M=4096 (a prediction until the sweep of
-    docs/perf-log.md run 8 replaces it), deep weight prefetch (RAW) where T is small."""
+    kernel (AREG=1), the q4_K/q6_K sweep winners of docs/perf-log.md run 10 (the MMA warps
+    fence, XSYNC=0: 2-3 % ahead of the producer-side fence there)."""
     if T <= 16:
-        return {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 4}
+        return {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 3}
     if T <= 64:
-        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3}
-    if T <= 512:
+        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 2}
+    if T <= 128:
         return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 2}
     return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2}
 

@@ -32,8 +32,8 @@ CONFIGS = [
     {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 128, "BN": 32, "RAW": 3, "MIN_BLOCKS": 2},
     {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
-    {"AREG": 1, "BM": 128, "BN": 96, "STAGES": 3, "XSYNC": 0},  # the MMA warps fence instead
-    {"AREG": 1, "BM": 64, "BN": 48, "STAGES": 2, "RAW": 3},  # XSYNC with no lag
+    {"AREG": 1, "BM": 128, "BN": 96, "STAGES": 3, "XSYNC": 1},  # the producer fences instead
+    {"AREG": 1, "BM": 64, "BN": 48, "STAGES": 2, "RAW": 3, "XSYNC": 1},  # the producer fence with no lag
 ]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [{"BM": 128, "BN": 64, "AREG": 1}]

@@ -40,7 +40,7 @@
 #define RAW 2
 #endif
 #ifndef XSYNC
-#define XSYNC 1
+#define XSYNC 0
 #endif
 
 using namespace mmqwg;
