@@ -193,8 +193,7 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
 
 def summary_table(df: pd.DataFrame) -> str:
     cols = ["type", "M", "K", "T", "line", "median_us", "tflops", "frac_int8", "frac_bf16", "vs_dequant_cublas",
-            "vs_bf16_cublas",
-            "vs_llama_cpp"]
+            "vs_bf16_cublas", "vs_llama_cpp"]
     with pd.option_context("display.width", 200, "display.max_rows", 2000, "display.float_format", "{:.3g}".format):
         return df[cols].to_string(index=False)
 

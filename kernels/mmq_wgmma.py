@@ -1,14 +1,14 @@
-"""Launcher of the Hopper wgmma path: weights dequantized once per 64-k step into a
-128B-swizzled f16 tile in shared memory, activations converted f32 -> f16 by a timed pass,
-`wgmma.mma_async` m64nBNk16 per warpgroup with both operands from shared memory. Built for
-sm_90a (wgmma exists only there). WS and AREG pick the kernel:
+"""Launcher of the Hopper wgmma path: ggml weight blocks dequantized to f16 with their scales
+applied, activations converted f32 -> f16 by a timed pass, `wgmma.mma_async` m64nBNk16 per
+warpgroup with f32 accumulators. Built for sm_90a (wgmma exists only there). WS and AREG pick
+the kernel:
   WS=0            kernels/cuda/mmq_wgmma.cu     every warpgroup loads, dequantizes and multiplies
   WS=1            kernels/cuda/mmq_wgmma_ws.cu  a producer warpgroup loads and dequantizes into
                                                 shared memory for consumer warpgroups (mbarriers)
   AREG=1 (WS=1)   kernels/cuda/mmq_wgmma_rs.cu  the producer only copies; consumers dequantize
                                                 into wgmma A registers (RAW raw slots deep)
-The activation format and the bound
-are the f16 path's (kernels/mmq_f16.py); only the kernel, its parameters and its shared memory differ.
+The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
+its parameters and its shared memory differ.
 """
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def grid_wgmma_ws(T: int) -> list[dict]:
             out.append(p)
     if T > 256:  # two CTAs per SM of one consumer warpgroup each
         out.append({"WS": 1, "BM": 64, "BN": 128, "STAGES": 3, "ABUF": 2, "DEQ": 1, "MIN_BLOCKS": 2, "SPLITK": 0})
-    return [*out, {**mmq_wgmma.heuristic_params(T), "WS": 0}]  # the WS=0 starting point, for reference
+    return [*out, {"WS": 0, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}]  # the WS=0 large-T tile, for reference
 
 
 def grid_wgmma_rs(T: int) -> list[dict]:
@@ -83,8 +83,8 @@ def grid_wgmma_rs(T: int) -> list[dict]:
         p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk}
         if mmq_wgmma.invalid_reason(p, "q8_0", {}) is None:
             out.append(p)
-    # the consumer-side proxy fence (XSYNC=0) at the first tile, for the A/B in one run
-    out += [{**p, "XSYNC": 0} for p in out[:1]]
+    # the producer-side proxy fence (XSYNC=1; the default is 0) at the first tile, for the A/B in one run
+    out += [{**p, "XSYNC": 1} for p in out[:1]]
     if T > 256:  # the shared-memory-A kernels at their best large-T tile
         out += [{"WS": 0, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
                 {"WS": 1, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}]
@@ -185,7 +185,7 @@ def main() -> int:
     # best configuration per (type, T), merged into best.json for `campaign.bench --tuned`
     best_path = out / "best.json"
     best = json.loads(best_path.read_text()) if best_path.exists() else {}
-    # two grids of one family (mmq_wgmma, mmq_wgmma_ws) compete: keep the faster per (type, T)
+    # grids of one family (mmq_wgmma, mmq_wgmma_ws, mmq_wgmma_rs) compete: keep the faster per (type, T)
     rates = best.setdefault("tflops", {})
     for (qtype, T), part in df[df.tflops > 0].groupby(["type", "T"]):
         top = part.sort_values("tflops", ascending=False).iloc[0]
