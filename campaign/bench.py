@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import math
 import time
@@ -70,8 +71,9 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
         return found, "sweep"
     heuristic = getattr(importlib.import_module(f"kernels.{line.family}"), "heuristic_params", None)
-    if heuristic is not None:  # families with per-T starting configurations (the MMQ ones)
-        return heuristic(T), "heuristic"
+    if heuristic is not None:  # families with per-T (and, where it matters, per-type) starting configurations
+        typed = "qtype" in inspect.signature(heuristic).parameters
+        return (heuristic(T, qtype) if typed else heuristic(T)), "heuristic"
     return {}, "fixed"
 
 

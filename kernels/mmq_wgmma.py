@@ -120,20 +120,20 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         return invalid_reason(params, qtype, device_info)
 
     def precompile_configs(self) -> list[dict]:
-        return [DEFAULTS, *(heuristic_params(t) for t in (16, 64, 128, 256, 512, 2048))]
+        return [DEFAULTS, *(heuristic_params(t, q) for t in (16, 64, 128, 256, 512, 2048) for q in RAW_CHUNKS)]
 
 
-def heuristic_params(T: int) -> dict:
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
     """A starting configuration per T, used until a study promotes a champion: the register-A
-    kernel (AREG=1), the q4_K/q6_K sweep winners of docs/perf-log.md run 10 (the MMA warps
-    fence, XSYNC=0: 2-3 % ahead of the producer-side fence there)."""
+    kernel (AREG=1), the q4_K/q6_K sweep winners of docs/perf-log.md runs 8-10. q6_K holds three
+    raw words per weight pair in flight, so its large tile is 192 tokens wide (256 spills)."""
     if T <= 16:
         return {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 3}
     if T <= 64:
         return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 2}
     if T <= 128:
         return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 2}
-    return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2}
+    return {"AREG": 1, "BM": 128, "BN": 192 if qtype == "q6_K" else 256, "STAGES": 4, "RAW": 2}
 
 
 FAMILY = MMQWgmmaFamily()

@@ -26,11 +26,11 @@ CONFIGS = [
     {"WS": 1, "BM": 64, "BN": 192, "STAGES": 4, "DEQ": 1, "MIN_BLOCKS": 2},
     # A dequantized into registers (mmq_wgmma_rs.cu): producer copies only, RAW raw slots deep
     {"AREG": 1},
-    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4},
+    {"AREG": 1, "BM": 128, "BN": 192, "STAGES": 4},
     {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 4},
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 2, "RAW": 3, "SPLITK": 2},
     {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 3, "SPLITK": 3},
-    {"AREG": 1, "BM": 128, "BN": 32, "RAW": 3, "MIN_BLOCKS": 2},
+    {"AREG": 1, "BM": 64, "BN": 32, "RAW": 3, "MIN_BLOCKS": 2},
     {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
     {"AREG": 1, "BM": 128, "BN": 96, "STAGES": 3, "XSYNC": 1},  # the producer fences instead
     {"AREG": 1, "BM": 64, "BN": 48, "STAGES": 2, "RAW": 3, "XSYNC": 1},  # the producer fence with no lag

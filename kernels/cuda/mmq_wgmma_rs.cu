@@ -61,7 +61,7 @@ static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2..4");
 static_assert(RAW >= 2 && RAW <= 4, "RAW must be 2..4");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
-constexpr int kProducerRegs = 64, kConsumerRegs = 216;  // 128 x 64 + 256 x 216 <= 64 K registers
+constexpr int kProducerRegs = 72, kConsumerRegs = 208;  // 128 x 72 + 256 x 208 <= 64 K registers
 static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
 
 struct Bars {
@@ -141,33 +141,62 @@ __device__ __forceinline__ void decode_scales(const uint8_t* blk, uint32_t (&r)[
 #endif
 }
 
-// Exact f16 codes of k = 64 SUB + l, l + 1 (lo: slices 0-1) and 64 SUB + 32 + l, l + 1 (hi: slices 2-3).
-template <int SUB>
-__device__ __forceinline__ void codes(const uint8_t* blk, int l, __half2& lo, __half2& hi) {
+// The raw words a thread loads per row position l (one 16-bit load each), and their turn into
+// exact f16 codes of k = 64 SUB + l, l + 1 (lo: slices 0-1) and 64 SUB + 32 + l, l + 1 (hi: slices 2-3).
+// Loading and turning are apart so the loads of step s + 2 run while step s + 1's wgmmas issue.
 #if QTYPE == 0
-    const uint32_t p = spread(ld16(blk + 16 + 32 * SUB + l));  // low nibbles: group 2 SUB, high: 2 SUB + 1
+constexpr int kWords = 1;  // qs: low nibbles group 2 SUB, high nibbles group 2 SUB + 1
+#elif QTYPE == 1
+constexpr int kWords = 2;  // qs, qh (bit j of qh byte l is the 5th bit of group j)
+#elif QTYPE == 2
+constexpr int kWords = 3;  // ql (quarter r), ql (quarter r + 1), qh
+#else
+constexpr int kWords = 2;  // block 2 SUB, block 2 SUB + 1
+#endif
+
+template <int SUB>
+__device__ __forceinline__ void load_words(const uint8_t* blk, int l, uint32_t (&w)[kWords]) {
+#if QTYPE == 0
+    w[0] = ld16(blk + 16 + 32 * SUB + l);
+#elif QTYPE == 1
+    w[0] = ld16(blk + 48 + 32 * SUB + l);
+    w[1] = ld16(blk + 16 + l);
+#elif QTYPE == 2
+    // 128-k half n = SUB / 2; quarters r = 2 (SUB % 2) (lo) and r + 1 (hi): ql byte 64 n + 32 (r % 2) + l
+    w[0] = ld16(blk + 64 * (SUB >> 1) + l);
+    w[1] = ld16(blk + 64 * (SUB >> 1) + 32 + l);
+    w[2] = ld16(blk + 128 + 32 * (SUB >> 1) + l);
+#else
+    w[0] = ld16(blk + 68 * SUB + 2 + l);
+    w[1] = ld16(blk + 68 * SUB + 36 + l);
+#endif
+}
+
+template <int SUB>
+__device__ __forceinline__ void words_to_codes(const uint32_t (&w)[kWords], __half2& lo, __half2& hi) {
+#if QTYPE == 0
+    const uint32_t p = spread(w[0]);
     lo = unbias(and_or<0x000F000Fu>(p, kMagic), kMagic);
     hi = __hfma2(h2(and_or<0x00F000F0u>(p, kMagic)), h2(0x2C002C00u), h2(0xD400D400u));  // (1024 + 16 q) / 16 - 64
 #elif QTYPE == 1
-    const uint32_t p = spread(ld16(blk + 48 + 32 * SUB + l));
-    const uint32_t h = spread(ld16(blk + 16 + l));  // qh: bit j of byte l is the 5th bit of group j
+    const uint32_t p = spread(w[0]), h = spread(w[1]);
     lo = unbias(and_or<0x000F000Fu>(p, kMagic) | (((h >> (2 * SUB)) & 0x00010001u) << 4), kMagic);
     hi = unbias(and_or<0x000F000Fu>(p >> 4, kMagic) | (((h >> (2 * SUB + 1)) & 0x00010001u) << 4), kMagic);
 #elif QTYPE == 2
-    // 128-k half n = SUB / 2; quarters r = 2 (SUB % 2) (lo) and r + 1 (hi): ql nibble 4 (r / 2),
-    // ql byte 64 n + 32 (r % 2) + l, qh byte 128 + 32 n + l bits 2 r; stored q + 32
-    constexpr int n = SUB >> 1, sh = 4 * (SUB & 1);
-    const uint32_t h = spread(ld16(blk + 128 + 32 * n + l));
-    lo = unbias(and_or<0x000F000Fu>(spread(ld16(blk + 64 * n + l)) >> sh, kMagic) | (((h >> sh) & 0x00030003u) << 4),
-                0x64206420u);
-    hi = unbias(and_or<0x000F000Fu>(spread(ld16(blk + 64 * n + 32 + l)) >> sh, kMagic) |
-                    (((h >> (sh + 2)) & 0x00030003u) << 4),
+    // ql nibble 4 (r / 2), qh bits 2 r; stored q + 32
+    constexpr int sh = 4 * (SUB & 1);
+    const uint32_t h = spread(w[2]);
+    lo = unbias(and_or<0x000F000Fu>(spread(w[0]) >> sh, kMagic) | (((h >> sh) & 0x00030003u) << 4), 0x64206420u);
+    hi = unbias(and_or<0x000F000Fu>(spread(w[1]) >> sh, kMagic) | (((h >> (sh + 2)) & 0x00030003u) << 4),
                 0x64206420u);
 #else
-    lo = unbias(spread(ld16(blk + 68 * SUB + 2 + l)) ^ 0x64806480u, 0x64806480u);  // int8: 1024 + 128 + q
-    hi = unbias(spread(ld16(blk + 68 * SUB + 36 + l)) ^ 0x64806480u, 0x64806480u);
+    lo = unbias(spread(w[0]) ^ 0x64806480u, 0x64806480u);  // int8: 1024 + 128 + q
+    hi = unbias(spread(w[1]) ^ 0x64806480u, 0x64806480u);
 #endif
 }
+
+// A thread's raw words of one step: [row g / g + 8][position p = 2 i + h, l = 16 i + 2 tq + 8 h].
+using StepWords = uint32_t[2][4][kWords];
 
 // w = q sw - mn for the codes of k16 slice i (0..3) of chunk SUB.
 template <int SUB>
@@ -182,16 +211,16 @@ __device__ __forceinline__ uint32_t scale(__half2 q, const uint32_t (&r)[kScaleR
 #endif
 }
 
-// The thread's 16 weights of one row (rr = 0: row g, 1: row g + 8) in chunk SUB.
+// The thread's 16 weights of one row (rr = 0: row g, 1: row g + 8) in chunk SUB, from its words.
 template <int SUB>
-__device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint8_t* blk, const uint32_t (&r)[kScaleRegs],
-                                            int tq, int rr) {
+__device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint32_t (&w)[4][kWords],
+                                            const uint32_t (&r)[kScaleRegs], int rr) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             __half2 lo, hi;
-            codes<SUB>(blk, 16 * i + 2 * tq + 8 * h, lo, hi);
+            words_to_codes<SUB>(w[2 * i + h], lo, hi);
             a[i][2 * h + rr] = scale<SUB>(lo, r, i);
             a[i + 2][2 * h + rr] = scale<SUB>(hi, r, i + 2);
         }
@@ -207,6 +236,22 @@ __device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
 
 // ---- the two roles ----
 
+// Activation chunk of step kc (BN tokens x 64 k) by the 128 producer threads: thread tid copies
+// 16-byte column c = tid % 8 of tokens tid / 8 + 16 m, so its shared-memory offsets are constants
+// apart (swz(t + 16, c) = swz(t, c) + 2048) and each copy costs a clamp and an address.
+__device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int kc) {
+    const int c = tid & 7, t0 = tid >> 3;
+    const __half* src = j.X16 + kc * 64 + c * 8;
+#pragma unroll
+    for (int m = 0; m < (BN + 15) / 16; ++m) {
+        const int t = t0 + 16 * m;
+        if (BN % 16 == 0 || t < BN) {
+            const int tok = min(j.tok0 + t, j.T - 1);  // tokens past T load the last one; never stored
+            cp_async16(xs + swz(t, c), src + static_cast<size_t>(tok) * j.K);
+        }
+    }
+}
+
 __device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
     const int tid = threadIdx.x - kConsumerThreads;
     const int kc0 = j.kb_begin * kSteps, nb = j.n / kSteps;
@@ -219,7 +264,7 @@ __device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
     for (int f = 0; f < j.n + kLag; ++f) {
         if (f < j.n) {
             if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
-            issue_x(sm.x + (f % STAGES) * kXChunk, tid, 128, j.X16, j.tok0, j.T, j.K, kc0 + f);
+            copy_x(sm.x + (f % STAGES) * kXChunk, tid, j, kc0 + f);
             if constexpr (!XSYNC) cp_async_mbar_arrive(&sm.bars->xfull[f % STAGES]);
             if (f > 0 && f % kSteps == 0 && f / kSteps + kAhead < nb) copy_raw(f / kSteps + kAhead);
         }
@@ -239,8 +284,9 @@ struct Consumer {
     const Smem& sm;
     const Job& j;
     float acc[BN / 2];
-    uint32_t sc[2][kScaleRegs];  // scales of the current super-block, rows g and g + 8
-    const uint8_t* blk[2];       // the two rows' raw blocks of the current super-block
+    uint32_t sc[2][kScaleRegs];  // scales of the super-block being dequantized, rows g and g + 8
+    StepWords words;             // raw words of the next step to dequantize (loaded a step early)
+    const uint8_t* blk[2];       // the two rows' raw blocks of the super-block being loaded
     int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
     // Super-block b (relative) has landed: point at its rows, decode their scales.
@@ -255,17 +301,25 @@ struct Consumer {
     }
 
     template <int SUB>
-    __device__ __forceinline__ void dequant(uint32_t (&a)[4][4], int b) {
-        dequant_row<SUB>(a, blk[0], sc[0], tq, 0);
-        dequant_row<SUB>(a, blk[1], sc[1], tq, 1);
-        if (SUB == kSteps - 1) {  // the super-block's last reads are done: its slot may refill
-            __syncwarp();
+    __device__ __forceinline__ void load(int b) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+            for (int pos = 0; pos < 4; ++pos) load_words<SUB>(blk[rr], 16 * (pos >> 1) + 2 * tq + 8 * (pos & 1), words[rr][pos]);
+        if (SUB == kSteps - 1) {  // the super-block's last reads are issued: its slot may refill
+            __syncwarp();          // (the arrive's release orders them before the refill)
             if (lane == 0) mbar_arrive(&sm.bars->rawempty[b % RAW]);
         }
     }
 
+    template <int SUB>
+    __device__ __forceinline__ void dequant(uint32_t (&a)[4][4]) {
+        dequant_row<SUB>(a, words[0], sc[0], 0);
+        dequant_row<SUB>(a, words[1], sc[1], 1);
+    }
+
     // Step s = 4 b + SUB: multiply with `cur` (dequantized before), then dequantize step s + 1
-    // into `nxt` while the wgmmas run.
+    // into `nxt` from the words loaded last step, and load the words of step s + 2.
     template <int SUB>
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         const int s = kSteps * b + SUB;
@@ -279,11 +333,16 @@ struct Consumer {
         wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
         if (s >= 1 && lane == 0) mbar_arrive(&sm.bars->xempty[(s - 1) % STAGES]);
-        if constexpr (SUB < kSteps - 1) {
-            dequant<SUB + 1>(nxt, b);
-        } else if (s + 1 < j.n) {
+        if (s + 1 >= j.n) return;
+        dequant<(SUB + 1) % kSteps>(nxt);  // SUB == 3: begin_block(b + 1) ran a step ago
+        if (s + 2 >= j.n) return;
+        if constexpr (SUB < kSteps - 2) {
+            load<SUB + 2>(b);
+        } else if constexpr (SUB == kSteps - 2) {  // step s + 2 opens super-block b + 1
             begin_block(b + 1);
-            dequant<0>(nxt, b + 1);
+            load<0>(b + 1);
+        } else {
+            load<1>(b + 1);
         }
     }
 
@@ -293,7 +352,9 @@ struct Consumer {
         fence_acc(acc);
         uint32_t a0[4][4], a1[4][4];
         begin_block(0);
-        dequant<0>(a0, 0);
+        load<0>(0);
+        dequant<0>(a0);
+        load<1>(0);
         for (int b = 0; b < j.n / kSteps; ++b) {  // one super-block = 4 steps, register sets alternating
             step<0>(b, a0, a1);
             step<1>(b, a1, a0);
@@ -342,7 +403,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;
-        Consumer c{sm, job, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
+        Consumer c{sm, job, {}, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
         c.run(C);
     }
 }
