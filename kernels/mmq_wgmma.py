@@ -6,13 +6,18 @@ the kernel:
   WS=1            kernels/cuda/mmq_wgmma_ws.cu  a producer warpgroup loads and dequantizes into
                                                 shared memory for consumer warpgroups (mbarriers)
   AREG=1 (WS=1)   kernels/cuda/mmq_wgmma_rs.cu  the producer only copies; consumers dequantize
-                                                into wgmma A registers (RAW raw slots deep)
+                                                into wgmma A registers (RAW raw slots deep);
+                  XTILE=1: the activation pass writes f16 chunks pre-tiled and swizzled, and
+                  the producer moves each with one bulk copy
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import numpy as np
 
 from kernels import mmq_base, mmq_f16, nvcc
 from kernels.mmq_base import RAW_CHUNKS
@@ -24,9 +29,10 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0}
-COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC")
-WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu and mmq_wgmma_rs.cu
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XTILE": 0}
+COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC", "XTILE")
+WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu
+RS_BARRIER_BYTES = 256  # kBarBytes in mmq_wgmma_rs.cu
 
 
 def full_params(params: dict) -> dict:
@@ -34,8 +40,10 @@ def full_params(params: dict) -> dict:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if k not in ("WARPS_M", "WARPS_N")}}
     if p["AREG"]:  # the register-A kernel is warp-specialized; DEQ/ABUF do not apply to it
         p.update(WS=1, DEQ=1, ABUF=2)
+        if p["XTILE"]:  # bulk copies are async-proxy writes: no fence placement to choose
+            p.update(XSYNC=0)
     else:
-        p.update(RAW=2, XSYNC=0)
+        p.update(RAW=2, XSYNC=0, XTILE=0)
     return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
 
 
@@ -54,7 +62,7 @@ def smem_bytes(params: dict, qtype: str) -> int:
     bm, bn = p["BM"], p["BN"]
     raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
     if p["AREG"]:
-        return 1024 + p["STAGES"] * bn * 128 + raw + WS_BARRIER_BYTES
+        return 1024 + p["STAGES"] * bn * 128 + raw + RS_BARRIER_BYTES
     if p["WS"]:
         return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
     return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + raw
@@ -72,8 +80,12 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"AREG={p['AREG']} is not 0 (A from shared memory) or 1 (A dequantized into registers)"
     if not (2 if p["AREG"] else 3) <= p["STAGES"] <= 4:
         return f"STAGES={p['STAGES']} outside {2 if p['AREG'] else 3}..4"
-    if not 2 <= p["RAW"] <= 4:
-        return f"RAW={p['RAW']} outside 2..4 (raw super-block slots, AREG=1)"
+    if not 2 <= p["RAW"] <= 6:
+        return f"RAW={p['RAW']} outside 2..6 (raw super-block slots, AREG=1)"
+    if p["XTILE"] not in (0, 1):
+        return f"XTILE={p['XTILE']} is not 0 (row-major f16 activations) or 1 (pre-tiled, bulk-copied)"
+    if p["XTILE"] and params.get("X16_INPUT"):
+        return "X16_INPUT=1 feeds row-major f16 rows; XTILE=1 needs the tiling pass"
     if p["XSYNC"] not in (0, 1):
         return f"XSYNC={p['XSYNC']} is not 0 (MMA warps fence) or 1 (the producer fences)"
     if p["ABUF"] != 2 and not (p["WS"] and p["ABUF"] == 3):
@@ -83,6 +95,28 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     limit = device_info.get("smem_per_block_optin", 227 * 1024)
     need = smem_bytes(p, qtype)
     return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+
+
+class WgmmaBound(mmq_f16.F16Bound):
+    """XTILE=1: the activation pass writes [token tile][K / 64][BN rows x 128 B] f16 chunks, padded
+    to whole tiles, in the swizzled order the kernel's bulk copies land them in shared memory."""
+
+    def __init__(self, device, variant, handle: dict, problem) -> None:
+        self.tile_n = variant.params["BN"] if variant.params.get("XTILE") else 0
+        super().__init__(device, variant, handle, problem)
+
+    def alloc_activation(self, T: int, K: int) -> list:
+        if not self.tile_n:
+            return super().alloc_activation(T, K)
+        return [self.device.empty((math.ceil(T / self.tile_n) * self.tile_n, K), np.float16)]
+
+    def activation_pass(self, x) -> None:
+        if not self.tile_n:
+            return super().activation_pass(x)
+        units = self.scratch[0].size // 8  # one thread per 16-byte unit
+        self.handle["convert_tiled"].launch((min(8192, math.ceil(units / mmq_f16.CONVERT_THREADS)), 1, 1),
+                                            (mmq_f16.CONVERT_THREADS, 1, 1),
+                                            (x.ptr, self.scratch[0].ptr, np.int32(self.wl.T), np.int32(self.wl.K)), 0)
 
 
 class MMQWgmmaFamily(mmq_f16.MMQF16Family):
@@ -111,6 +145,12 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
     def smem(self, params: dict, qtype: str) -> int:
         return smem_bytes(params, qtype)
+
+    def make_bound(self, device, variant, handle: dict, problem):
+        handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
+        if variant.params.get("XTILE"):
+            handle.setdefault("convert_tiled", handle["module"].kernel("f32_to_f16_tiled", 0))
+        return WgmmaBound(device, variant, handle, problem)
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)

@@ -11,7 +11,7 @@ Configurations a family calls invalid for a type are skipped (and said so). Then
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
 
     MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
-        [--families mmq_wgmma,...] [--export .cache/run]
+        [--families mmq_wgmma,...] [--export .cache/run [--append]]
 --export copies just the entries this call needed into a fresh directory: a cache small enough to
 carry (the device call's working tree is capped at 64 MiB) while MMQ_CACHE_DIR keeps everything.
 """
@@ -89,6 +89,7 @@ def main() -> int:
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--families", help="only these families (comma-separated)")
     ap.add_argument("--export", help="copy the cache entries this call needed into this directory")
+    ap.add_argument("--append", action="store_true", help="add to the --export directory instead of replacing it")
     args = ap.parse_args()
     extra = json.loads(Path(args.extra).read_text()) if args.extra else {}
     extra = {"mmq_base": extra} if isinstance(extra, list) else extra
@@ -111,19 +112,21 @@ def main() -> int:
                   f"spills {s['spill_store_bytes']}, cached={compiled.from_cache}")
             needed.append(compiled)
     if args.export:
-        export(needed, Path(args.export))
+        export(needed, Path(args.export), fresh=not args.append)
     return 0
 
 
-def export(compiled: list, dest: Path) -> None:
-    """Copy the cache entries of `compiled` (key.cubin/.json/.sass.gz) into a fresh `dest`."""
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
+def export(compiled: list, dest: Path, fresh: bool = True) -> None:
+    """Copy the cache entries of `compiled` (key.cubin/.json/.sass.gz) into `dest`, emptied first
+    unless `fresh` is False (several calls, e.g. per-type sweep lists, filling one carried cache)."""
+    if fresh:
+        shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True, exist_ok=True)
     for c in compiled:
         for path in nvcc.cache_dir().glob(f"{c.key}.*"):
             shutil.copy2(path, dest / path.name)
     size = sum(p.stat().st_size for p in dest.iterdir())
-    print(f"exported {len(compiled)} entries ({size / 2**20:.1f} MiB) to {dest}")
+    print(f"exported {len(compiled)} entries; {dest} holds {size / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":

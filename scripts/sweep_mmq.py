@@ -69,25 +69,21 @@ def grid_wgmma_ws(T: int) -> list[dict]:
 
 
 def grid_wgmma_rs(T: int) -> list[dict]:
-    """wgmma with A dequantized into registers (AREG=1): tiles x activation ring x raw slots."""
+    """wgmma with A dequantized into registers (AREG=1): tiles x activation ring x raw slots x
+    activation format (XTILE 1: pre-tiled chunks, one bulk copy each; 0: cp.async rows)."""
     if T <= 16:
-        tiles, stages, raws, splits = [(128, 16), (64, 16), (64, 8)], (4,), (3, 4), (0, 4, 8)
+        tiles, stages, raws, splits = [(64, 16), (128, 16)], (4,), (4, 6), (0, 4)
     elif T <= 64:
-        tiles, stages, raws, splits = [(64, 64), (128, 32), (128, 64)], (4,), (2, 3), (0, 2)
+        tiles, stages, raws, splits = [(64, 64), (128, 64)], (4,), (2, 3), (0,)
     elif T <= 256:
-        tiles, stages, raws, splits = [(128, 128), (128, 256), (64, 256)], (3, 4), (2,), (0, 2)
+        tiles, stages, raws, splits = [(128, 128), (128, 256)], (4,), (2, 3), (0,)
     else:
-        tiles, stages, raws, splits = [(128, 256), (128, 192), (128, 128)], (4, 3), (2,), (0,)
+        tiles, stages, raws, splits = [(128, 256), (128, 192)], (4, 3), (2, 3), (0,)
     out = []
-    for (bm, bn), st, raw, sk in itertools.product(tiles, stages, raws, splits):
-        p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk}
-        if mmq_wgmma.invalid_reason(p, "q8_0", {}) is None:
+    for (bm, bn), st, raw, sk, xt in itertools.product(tiles, stages, raws, splits, (1, 0)):
+        p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk, "XTILE": xt}
+        if mmq_wgmma.invalid_reason(p, "q4_K", {}) is None:  # a type it does not fit is an error row
             out.append(p)
-    # the producer-side proxy fence (XSYNC=1; the default is 0) at the first tile, for the A/B in one run
-    out += [{**p, "XSYNC": 1} for p in out[:1]]
-    if T > 256:  # the shared-memory-A kernels at their best large-T tile
-        out += [{"WS": 0, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1},
-                {"WS": 1, "BM": 128, "BN": 256, "STAGES": 3, "DEQ": 1}]
     return out
 
 

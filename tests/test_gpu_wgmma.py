@@ -34,9 +34,15 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
     {"AREG": 1, "BM": 128, "BN": 96, "STAGES": 3, "XSYNC": 1},  # the producer fences instead
     {"AREG": 1, "BM": 64, "BN": 48, "STAGES": 2, "RAW": 3, "XSYNC": 1},  # the producer fence with no lag
+    # activations pre-tiled by the pass and bulk-copied (XTILE=1): padded token tiles, split K
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XTILE": 1},
+    {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 6, "XTILE": 1, "SPLITK": 3},
+    {"AREG": 1, "BM": 128, "BN": 24, "STAGES": 3, "RAW": 3, "XTILE": 1},
+    {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 4, "RAW": 5},
 ]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
-ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [{"BM": 128, "BN": 64, "AREG": 1}]
+ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
+    {"BM": 128, "BN": 64, "AREG": 1, "XTILE": xtile} for xtile in (0, 1)]
 PRECOMPILE = {"mmq_wgmma": CONFIGS + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 

@@ -57,6 +57,18 @@ def test_register_a_kernel_feeds_hgmma_from_registers(qtype):
     assert mmq_wgmma.threads({"AREG": 1, "BM": 128}) == 384
 
 
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_tiled_activations_arrive_by_bulk_copy(qtype):
+    """XTILE=1: the activation chunks come by the bulk-copy engine (UBLKCP), so the load/store
+    unit carries only the raw weight copies; the register budget holds at the widest tile."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XTILE": 1}
+    compiled = mmq_wgmma.FAMILY.compile_only(params, qtype)
+    s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    assert "UBLKCP" in compiled.sass and "LDGSTSBAR" in compiled.sass
+    assert "warning" not in compiled.ptxas_log.lower()
+
+
 def test_invalid_configurations_say_why():
     info = {"smem_per_block_optin": 227 * 1024}
     assert "wgmma N" in mmq_wgmma.invalid_reason({"BN": 100}, "q4_K", info)
@@ -67,7 +79,10 @@ def test_invalid_configurations_say_why():
     assert "ABUF" in mmq_wgmma.invalid_reason({"ABUF": 3}, "q4_K", info)  # 3 chunks only for WS=1
     assert mmq_wgmma.invalid_reason({"ABUF": 3, "WS": 1}, "q4_K", info) is None
     assert "WS" in mmq_wgmma.invalid_reason({"WS": 2}, "q4_K", info)
-    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 5}, "q4_K", info)
+    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 7}, "q4_K", info)
+    assert "XTILE" in mmq_wgmma.invalid_reason({"AREG": 1, "XTILE": 2}, "q4_K", info)
+    assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XTILE": 1, "X16_INPUT": 1}, "q4_K", info)
+    assert mmq_wgmma.full_params({"XTILE": 1})["XTILE"] == 0  # only the register-A kernel tiles
     assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 1}, "q4_K", info)
     assert mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 2}, "q4_K", info) is None
     with pytest.raises(ValueError, match="Hopper"):
@@ -84,4 +99,4 @@ def test_smem_formula_counts_every_buffer():
     assert mmq_wgmma.smem_bytes(ws, "q4_K") == 1024 + 3 * 64 * 128 + 3 * 128 * 128 + 2 * 128 * 144 + 128
     # AREG: no dequantized chunks, RAW raw slots
     rs = {**p, "AREG": 1, "RAW": 3}
-    assert mmq_wgmma.smem_bytes(rs, "q8_0") == 1024 + 3 * 64 * 128 + 3 * 128 * 272 + 128
+    assert mmq_wgmma.smem_bytes(rs, "q8_0") == 1024 + 3 * 64 * 128 + 3 * 128 * 272 + 256

@@ -20,11 +20,16 @@
 //
 // Pipeline (mbarriers, no CTA-wide barrier in the main loop):
 //   xfull[s]/xempty[s]   STAGES activation chunks (BN tokens x 64 k, 128B-swizzled, wgmma B);
-//   rawfull[b]/rawempty[b] RAW raw super-block slots (BM rows x 256 k), copied RAW - 2 super-blocks
-//                        ahead of the activations (deep weight prefetch where T is small).
-//   producer: cp.async; raw slots: cp.async.mbarrier.arrive (the copies arrive when they land:
-//   consumers read them with plain loads). Activation chunks are read by the wgmma (the async
-//   proxy), so generic-proxy writes need fence.proxy.async between landing and the wgmma:
+//   rawfull[b]/rawempty[b] RAW raw super-block slots (BM rows x 256 k).
+//   The producer warpgroup has two independent roles, so neither waits for the other's slots:
+//   raw-copy warps fill the raw slots as soon as they drain (RAW super-blocks of weight prefetch,
+//   cp.async.mbarrier.arrive: consumers read them with plain loads once they land), and the
+//   activation warps fill the activation ring:
+//     XTILE 1: the activation pass already wrote each (token tile, step) chunk contiguous and
+//              swizzled, so one thread moves it with one bulk copy (the TMA engine, async proxy:
+//              no fence before the wgmma, no per-16-byte copies on the load/store unit);
+//     XTILE 0: cp.async per 16 bytes from row-major f16. These are generic-proxy writes read by
+//              the wgmma (the async proxy), so they need fence.proxy.async between landing and use:
 //     XSYNC 1: the producer waits for its copies of step f - LAG, fences, arrives xfull (LAG =
 //              STAGES - 2 steps behind its copies); the MMA warps never fence;
 //     XSYNC 0: cp.async.mbarrier.arrive, and every consumer fences after its xfull wait (a
@@ -33,7 +38,7 @@
 //   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
-// RAW 2..4, XSYNC, MIN_BLOCKS.
+// RAW 2..6, XTILE, XSYNC, MIN_BLOCKS.
 #include "wgmma_tile.cuh"
 
 #ifndef RAW
@@ -41,6 +46,9 @@
 #endif
 #ifndef XSYNC
 #define XSYNC 0
+#endif
+#ifndef XTILE
+#define XTILE 0
 #endif
 
 using namespace mmqwg;
@@ -50,15 +58,14 @@ namespace mmqrs {
 constexpr int kConsumers = BM / 64;
 constexpr int kConsumerThreads = 128 * kConsumers;
 constexpr int kThreadsRs = kConsumerThreads + 128;
-constexpr int kAhead = RAW - 2;  // super-blocks the weight copies run ahead of the activation copies
-constexpr int kLag = XSYNC ? STAGES - 2 : 0;  // steps xfull trails the copies (XSYNC 1; more would deadlock)
-constexpr int kBarBytes = 128;
+constexpr int kXThreads = XTILE ? 32 : 64;      // producer threads on activations (XTILE: one issues)
+constexpr int kRawThreads = 128 - kXThreads;    // producer threads on raw weight slots
+constexpr int kLag = (XSYNC && !XTILE) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
+constexpr int kBarBytes = 256;  // up to 4 + 4 + 6 + 6 mbarriers
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
 static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2..4");
-// A raw slot is refilled when its super-block's last step was dequantized, RAW super-blocks
-// after it; STAGES <= 5 keeps that behind the activation copies, so the producer never waits long.
-static_assert(RAW >= 2 && RAW <= 4, "RAW must be 2..4");
+static_assert(RAW >= 2 && RAW <= 6, "RAW must be 2..6");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
 constexpr int kProducerRegs = 72, kConsumerRegs = 208;  // 128 x 72 + 256 x 208 <= 64 K registers
@@ -109,7 +116,9 @@ __device__ __forceinline__ __half2 unbias(uint32_t biased, uint32_t bias2) { ret
 #if QTYPE <= 1
 constexpr int kScaleRegs = 8;  // j: (sw_j, -mn_j) of 32-group j
 #elif QTYPE == 2
-constexpr int kScaleRegs = 8;  // i: (sw_2i, sw_2i+1) of 16-groups 2i, 2i + 1 (no min)
+// i: (sw_2i, sw_2i+1) of the step's 16-groups 2i, 2i + 1 (no min), decoded per step with the
+// step's raw words (8 per super-block would leave a BN = 256 tile no registers to spare); r[2] = d
+constexpr int kScaleRegs = 3;
 #else
 constexpr int kScaleRegs = 4;  // i: (d_2i, d_2i+1) of 32-blocks 2i, 2i + 1 (no min)
 #endif
@@ -131,10 +140,7 @@ __device__ __forceinline__ void decode_scales(const uint8_t* blk, uint32_t (&r)[
     }
 #elif QTYPE == 2
     const uint32_t d = ld16(blk + 208);
-    const __half2 dd = h2(d | (d << 16));
-#pragma unroll
-    for (int i = 0; i < 8; ++i)  // int8 scales: sign bit flipped -> 1024 + 128 + sc
-        r[i] = u32(__hmul2(unbias(spread(ld16(blk + 192 + 2 * i)) ^ 0x64806480u, 0x64806480u), dd));
+    r[2] = d | (d << 16);  // the step scales follow in step_scales
 #else
 #pragma unroll
     for (int i = 0; i < 4; ++i) r[i] = ld16(blk + 68 * i) | (ld16(blk + 68 * i + 34) << 16);
@@ -153,6 +159,16 @@ constexpr int kWords = 3;  // ql (quarter r), ql (quarter r + 1), qh
 #else
 constexpr int kWords = 2;  // block 2 SUB, block 2 SUB + 1
 #endif
+
+// q6_K: the 16-group scales of step SUB (groups 4 SUB .. 4 SUB + 3) into r[0], r[1].
+template <int SUB>
+__device__ __forceinline__ void step_scales(const uint8_t* blk, uint32_t (&r)[kScaleRegs]) {
+#if QTYPE == 2
+#pragma unroll
+    for (int i = 0; i < 2; ++i)  // int8 scales: sign bit flipped -> 1024 + 128 + sc
+        r[i] = u32(__hmul2(unbias(spread(ld16(blk + 192 + 4 * SUB + 2 * i)) ^ 0x64806480u, 0x64806480u), h2(r[2])));
+#endif
+}
 
 template <int SUB>
 __device__ __forceinline__ void load_words(const uint8_t* blk, int l, uint32_t (&w)[kWords]) {
@@ -205,7 +221,7 @@ __device__ __forceinline__ uint32_t scale(__half2 q, const uint32_t (&r)[kScaleR
     const __half2 s = h2(r[2 * SUB + (i >> 1)]);
     return u32(__hfma2(q, __low2half2(s), __high2half2(s)));
 #else
-    const int j = QTYPE == 2 ? 4 * SUB + i : 2 * SUB + (i >> 1);  // 16-group / 32-block of the slice
+    const int j = QTYPE == 2 ? i : 2 * SUB + (i >> 1);  // the step's 16-group / 32-block of the slice
     const __half2 s = h2(r[j >> 1]);
     return u32(__hmul2(q, (j & 1) ? __high2half2(s) : __low2half2(s)));
 #endif
@@ -236,37 +252,51 @@ __device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
 
 // ---- the two roles ----
 
-// Activation chunk of step kc (BN tokens x 64 k) by the 128 producer threads: thread tid copies
-// 16-byte column c = tid % 8 of tokens tid / 8 + 16 m, so its shared-memory offsets are constants
-// apart (swz(t + 16, c) = swz(t, c) + 2048) and each copy costs a clamp and an address.
+// Activation chunk of step kc (BN tokens x 64 k) by the kXThreads activation threads: thread tid
+// copies 16-byte column c = tid % 8 of tokens tid / 8 + kRowsPer m, so its shared-memory offsets
+// are constants apart and each copy costs a clamp and an address.
 __device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int kc) {
+    constexpr int kRowsPer = kXThreads / 8;
     const int c = tid & 7, t0 = tid >> 3;
     const __half* src = j.X16 + kc * 64 + c * 8;
-#pragma unroll
-    for (int m = 0; m < (BN + 15) / 16; ++m) {
-        const int t = t0 + 16 * m;
-        if (BN % 16 == 0 || t < BN) {
+#pragma unroll 8  // (fully unrolled, a 256-token chunk's 32 addresses outgrow the producer's registers)
+    for (int m = 0; m < (BN + kRowsPer - 1) / kRowsPer; ++m) {
+        const int t = t0 + kRowsPer * m;
+        if (BN % kRowsPer == 0 || t < BN) {
             const int tok = min(j.tok0 + t, j.T - 1);  // tokens past T load the last one; never stored
             cp_async16(xs + swz(t, c), src + static_cast<size_t>(tok) * j.K);
         }
     }
 }
 
-__device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
-    const int tid = threadIdx.x - kConsumerThreads;
-    const int kc0 = j.kb_begin * kSteps, nb = j.n / kSteps;
-    auto copy_raw = [&](int b) {  // super-block b (relative) into its slot; waits for the slot to drain
+// Raw-copy warps: super-block b into its slot as soon as the slot's previous super-block is read.
+__device__ __forceinline__ void produce_raw(const Smem& sm, const Job& j, int tid) {
+    for (int b = 0; b < j.n / kSteps; ++b) {
         if (b >= RAW) mbar_wait(&sm.bars->rawempty[b % RAW], ((b / RAW) - 1) & 1);
-        issue_raw(sm.raw + (b % RAW) * kRawWBytes, tid, 128, j.W, j.row0, j.M, j.kb_begin + b, j.rb);
+        issue_raw(sm.raw + (b % RAW) * kRawWBytes, tid, kRawThreads, j.W, j.row0, j.M, j.kb_begin + b, j.rb);
         cp_async_mbar_arrive(&sm.bars->rawfull[b % RAW]);
-    };
-    for (int b = 0; b <= kAhead && b < nb; ++b) copy_raw(b);
+    }
+}
+
+// Activation warps: step f's chunk into ring slot f % STAGES once the consumers released it.
+__device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid) {
+    const int kc0 = j.kb_begin * kSteps;
+#if XTILE
+    if (tid != 0) return;
+    // chunk (token tile, global step) of the tiled activations: [tile][K / 64][BN rows x 128 B]
+    const __half* tile = j.X16 + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
+    for (int f = 0; f < j.n; ++f) {
+        if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
+        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);
+        bulk_copy_g2s(sm.x + (f % STAGES) * kXChunk, tile + static_cast<size_t>(kc0 + f) * (BN * 64), kXChunk,
+                      &sm.bars->xfull[f % STAGES]);
+    }
+#else
     for (int f = 0; f < j.n + kLag; ++f) {
         if (f < j.n) {
             if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
             copy_x(sm.x + (f % STAGES) * kXChunk, tid, j, kc0 + f);
             if constexpr (!XSYNC) cp_async_mbar_arrive(&sm.bars->xfull[f % STAGES]);
-            if (f > 0 && f % kSteps == 0 && f / kSteps + kAhead < nb) copy_raw(f / kSteps + kAhead);
         }
         if constexpr (XSYNC) {  // step g = f - kLag has landed: fence it for the wgmma, then publish
             cp_async_commit();
@@ -278,6 +308,7 @@ __device__ __forceinline__ void produce(const Smem& sm, const Job& j) {
             }
         }
     }
+#endif
 }
 
 struct Consumer {
@@ -306,6 +337,8 @@ struct Consumer {
         for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
             for (int pos = 0; pos < 4; ++pos) load_words<SUB>(blk[rr], 16 * (pos >> 1) + 2 * tq + 8 * (pos & 1), words[rr][pos]);
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) step_scales<SUB>(blk[rr], sc[rr]);  // q6_K only
         if (SUB == kSteps - 1) {  // the super-block's last reads are issued: its slot may refill
             __syncwarp();          // (the arrive's release orders them before the refill)
             if (lane == 0) mbar_arrive(&sm.bars->rawempty[b % RAW]);
@@ -324,7 +357,7 @@ struct Consumer {
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         const int s = kSteps * b + SUB;
         mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
-        if constexpr (!XSYNC) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma reads
+        if constexpr (!XSYNC && !XTILE) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
         const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
         wgmma_fence();
 #pragma unroll
@@ -383,11 +416,11 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
     const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes)};
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
-            mbar_init(&sm.bars->xfull[i], 128);
+            mbar_init(&sm.bars->xfull[i], XTILE ? 1 : kXThreads);
             mbar_init(&sm.bars->xempty[i], 4 * kConsumers);
         }
         for (int i = 0; i < RAW; ++i) {
-            mbar_init(&sm.bars->rawfull[i], 128);
+            mbar_init(&sm.bars->rawfull[i], kRawThreads);
             mbar_init(&sm.bars->rawempty[i], 4 * kConsumers);
         }
     }
@@ -399,7 +432,9 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
                   (kb_end - kb_begin) * kSteps, static_cast<size_t>(row_bytes)};
     if (threadIdx.x >= kConsumerThreads) {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-        produce(sm, job);
+        const int tid = threadIdx.x - kConsumerThreads;
+        if (tid < kXThreads) produce_x(sm, job, tid);
+        else produce_raw(sm, job, tid - kXThreads);
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;
@@ -410,5 +445,28 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
 
 #include "helper_kernels.cuh"
 MMQ_SPLITK_REDUCE(mmq_wgmma_splitk_reduce)
+
+// The activation pass of XTILE = 1: f32 [T, K] -> f16 chunks [token tile][K / 64][BN rows x 128 B],
+// each chunk already in the 128B-swizzled order the wgmma reads (16-byte unit c of row t at
+// c ^ (t & 7)), tokens past T zero. One thread writes one 16-byte unit; f16 as f32_to_f16 rounds.
+extern "C" __global__ void f32_to_f16_tiled(const float* __restrict__ x, uint4* __restrict__ y, int T, int K) {
+    const int steps = K / 64;
+    const long long n = static_cast<long long>((T + BN - 1) / BN) * BN * K / 8;
+    for (long long o = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; o < n;
+         o += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long r = o >> 3;  // (tile * steps + kc) * BN + t
+        const int t = static_cast<int>(r % BN), kc = static_cast<int>((r / BN) % steps);
+        const int tok = static_cast<int>(r / (static_cast<long long>(BN) * steps)) * BN + t;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (tok < T) {
+            const float4* p = reinterpret_cast<const float4*>(x + static_cast<size_t>(tok) * K + kc * 64 +
+                                                              ((static_cast<int>(o & 7) ^ (t & 7)) << 3));
+            const float4 a = p[0], b = p[1];
+            v = make_uint4(mmq::pack_h2(a.x, a.y), mmq::pack_h2(a.z, a.w), mmq::pack_h2(b.x, b.y),
+                           mmq::pack_h2(b.z, b.w));
+        }
+        y[o] = v;
+    }
+}
 
 extern "C" __constant__ int mmq_wgmma_smem_bytes = kSmemRs;
