@@ -17,16 +17,9 @@ from gates.static import DEFAULT_SMEM_OPTIN
 from kernels import mmq_base, mmq_fused_quant, nvcc, quant
 from kernels.family import Problem, Variant, Workload
 from kernels.quant.q8_1 import float32_to_bf16_bits
-
-try:
-    nvcc.find_nvcc()
-    HAVE_NVCC = True
-except nvcc.CompileError:
-    HAVE_NVCC = False
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (CUDA toolkit not installed)")
+from tests.cuda_cases import TYPES, needs_nvcc
 
 ARCH = "sm_90"
-TYPES = ("q4_K", "q5_K", "q6_K", "q8_0")
 SMEM_HARNESS = Path(__file__).resolve().parent / "cuda" / "mmq_smem_host.cu"
 SMEM_CASES = [  # (family, params, qtype): both activation widths, 1..4 stages, every type
     (mmq_fused_quant.FAMILY, {}, "q4_K"),

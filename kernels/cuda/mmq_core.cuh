@@ -19,7 +19,8 @@
 //   STAGES 1..4 (1 = synchronous staging), CVT 0 = I2F conversion, 1 = exact magic-number add,
 //   MIN_BLOCKS for __launch_bounds__,
 //   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
-//   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's).
+//   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
+//   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
