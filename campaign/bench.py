@@ -220,6 +220,9 @@ def main(argv=None) -> int:
              "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
              "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
              "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
+             # Q8_1 made inside the GEMM: the time has no quantize pass to add (mmq_base's includes its own)
+             "mmq_fused_quant": Line("mmq_fused_quant", "mmq_fused_quant", "fused_quant"),
+             "mmq_fused_quant_bf16": Line("mmq_fused_quant_bf16", "mmq_fused_quant", "fused_quant", (("XBF16", 1),)),
              "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
              # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
              "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1),)),

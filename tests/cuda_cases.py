@@ -1,11 +1,24 @@
-"""Inputs shared by the CUDA kernel tests (host harness in CI, the kernels on the GPU)."""
+"""Inputs shared by the CUDA kernel tests (host harness in CI, the kernels on the GPU), and
+`needs_nvcc`, the mark of the CI tests that compile."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from kernels import dequant_cublas
+from kernels import dequant_cublas, nvcc
 
 TYPES = ("q4_K", "q5_K", "q6_K", "q8_0")
+
+
+def _have_nvcc() -> bool:
+    try:
+        nvcc.find_nvcc()
+        return True
+    except nvcc.CompileError:
+        return False
+
+
+needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="nvcc not found (CUDA toolkit not installed)")
 GGUF_NAME = {"q4_K": "Q4_K", "q5_K": "Q5_K", "q6_K": "Q6_K", "q8_0": "Q8_0"}
 F16_FIELDS = {"q4_K": (0, 2), "q5_K": (0, 2), "q6_K": (208,), "q8_0": (0,)}  # d (and dmin) offsets
 

@@ -31,3 +31,6 @@ def test_picks_the_champion_of_the_regime_and_prefers_specialised_levers(tmp_pat
     assert dispatch.choose("q4_K", "sm_120", 4096, path)[2].endswith("(no champion)")
     # medium regime: nothing promoted there
     assert dispatch.choose("q4_K", "sm_90", 256, path)[1] == mmq_base.heuristic_params(256)
+    # fused quantization promoted at small T: it takes over from the plain int8 champion there
+    _promote(path, "fused_quant", "mmq_fused_quant", "q4_K", "small", {**small, "XBF16": 0})
+    assert dispatch.choose("q4_K", "sm_90", 16, path)[:2] == ("mmq_fused_quant", {**small, "XBF16": 0})

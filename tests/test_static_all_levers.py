@@ -11,7 +11,7 @@ CUDA_LEVERS = [lv.name for lv in experiments.all_levers() if lv.backend == "cuda
 
 def test_every_kernel_lever_is_covered():
     assert {"mmq_base", "dequant_cublas", "pipeline_stages", "adaptive_format", "persistent_queue",
-            "moe_fusion", "wgmma"} <= set(CUDA_LEVERS)
+            "moe_fusion", "wgmma", "fused_quant"} <= set(CUDA_LEVERS)
 
 
 @pytest.mark.parametrize("name", CUDA_LEVERS)

@@ -17,10 +17,24 @@
 // Compile-time parameters (macros, see the launcher kernels/mmq_base.py):
 //   QTYPE 0=q4_K 1=q5_K 2=q6_K 3=q8_0, BM rows x BN tokens per CTA, WARPS_M x WARPS_N warps,
 //   STAGES 1..4 (1 = synchronous staging), CVT 0 = I2F conversion, 1 = exact magic-number add,
-//   MIN_BLOCKS for __launch_bounds__.
+//   MIN_BLOCKS for __launch_bounds__,
+//   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
+//   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
+//   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
+
+#ifndef FUSEQ
+#define FUSEQ 0
+#endif
+#ifndef XBF16
+#define XBF16 0
+#endif
+#if FUSEQ
+#include <type_traits>
+#include "q8_1.cuh"
+#endif
 
 #ifndef QTYPE
 #define QTYPE 0
@@ -58,6 +72,7 @@ static_assert(BM % (16 * WARPS_M) == 0, "BM must be a multiple of 16 * WARPS_M (
 static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8 tiles per warp)");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
 static_assert(kThreads <= 1024, "too many warps per CTA");
+static_assert(!XBF16 || FUSEQ, "XBF16 (bf16 activation rows) needs FUSEQ=1");
 
 // ---- per-type constants: bytes per 256 k of one weight row, staged 16-byte chunks, groups ----
 #if QTYPE == 0
@@ -80,18 +95,31 @@ constexpr int kRawStride = kRawChunks * 16;
 
 // ---- shared memory map (bytes) ----
 constexpr int kRawWBytes = BM * kRawStride;          // per stage
+#if FUSEQ
+// per stage: the float rows of the super-block (256 values per token), quantized into xqt.
+// Row pad: the quantize pass's 16-byte loads of 8 lanes (4 of token t, 4 of t+1) then hit
+// 8 distinct 16-byte bank slots (t+1 sits 16 B over for f32, 64 B for bf16, mod 128).
+using XElem = std::conditional_t<XBF16 != 0, uint16_t, float>;
+constexpr int kXfStride = 256 * static_cast<int>(sizeof(XElem)) + (XBF16 ? 64 : 16);
+constexpr int kRawXBytes = BN * kXfStride;
+constexpr int kRawXdsBytes = 0;                      // d and s go straight into xscl
+constexpr int kXqBytes = BN * kQStride;              // one int8 activation tile (not per stage)
+#else
 constexpr int kRawXBytes = BN * kQStride;            // per stage: activation int8, used in place
 constexpr int kRawXdsBytes = BN * 64;                // per stage: d[8] f32 + s[8] i32 per token
+constexpr int kXqBytes = 0;                          // the int8 tile is read in place in the stage
+#endif
 constexpr int kStageBytes = kRawWBytes + kRawXBytes + kRawXdsBytes;
 // Unpacked tiles are stored fragment-ready: one 16-byte LDS per lane per mma operand.
 //   wfrag [BM/16][8 groups][32 lanes] x uint4: the lane's A registers a0..a3
 //   wscl  [BM/16][8 groups][8 g]      x float4: (sw[g], sw[g+8], mn[g], mn[g+8])
 //                                       q6_K:   (sw_lo[g], sw_lo[g+8], sw_hi[g], sw_hi[g+8])
 //   xscl  [BN/8][8 groups][4 tq]      x float4: (d[t], d[t+1], d*s[t], d*s[t+1]), t = 2 tq
+//   xqt   (FUSEQ only) [BN][kQStride] int8, the quantized tile in the stage's FUSEQ=0 layout
 constexpr int kWfragBytes = BM * 256;
 constexpr int kWsclBytes = BM * 64;
 constexpr int kXsclBytes = BN * 64;
-constexpr int kSmemBytes = STAGES * kStageBytes + kWfragBytes + kWsclBytes + kXsclBytes;
+constexpr int kSmemBytes = STAGES * kStageBytes + kWfragBytes + kWsclBytes + kXsclBytes + kXqBytes;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -143,20 +171,51 @@ __device__ __forceinline__ size_t w_offset(int row, int kb, size_t row_bytes) {
     return static_cast<size_t>(row) * row_bytes + static_cast<size_t>(kb) * kRawBytes;
 }
 
+// One CTA tile: rows [row0, row0 + BM) of W x tokens [tok0, min(tok0 + BN, tok_end)) over the
+// k super-blocks [kb_begin, kb_end). Scheduler kernels (grid, persistent queue, MoE work list)
+// differ only in how they fill this.
+struct TileArgs {
+    const uint8_t* W;    // weight rows (an expert's base for MoE), ggml blocks of row_bytes
+    const int8_t* xq;    // Q8_1 activation rows, K bytes each
+    const float* xd;     // [rows][K/32] scales
+    const int* xs;       // [rows][K/32] int sums
+#if FUSEQ
+    const XElem* x;      // instead of xq/xd/xs: float (XBF16: bf16 bits) activation rows, K each
+#endif
+    int M, K;
+    size_t row_bytes;
+    int row0, tok0, tok_end, kb_begin, kb_end;
+    float* out;             // out[orow(t) * M + r]
+    const int* out_rows;    // orow(t) = out_rows[t] when given (MoE scatter), else t
+    const float* out_scale; // optional per-token factor (MoE routing weights), indexed like out_rows
+};
+
 // ---- stage one super-block of raw weight rows and activation tokens into `stage` ----
-__device__ __forceinline__ void issue_stage(uint8_t* stage, const uint8_t* __restrict__ W,
-                                            const int8_t* __restrict__ xq, const float* __restrict__ xd,
-                                            const int* __restrict__ xs, int row0, int tok0, int M, int tok_end,
-                                            int K, size_t row_bytes, int kb) {
+__device__ __forceinline__ void issue_stage(uint8_t* stage, const TileArgs& A, int kb) {
+    const uint8_t* __restrict__ W = A.W;
+    const int row0 = A.row0, tok0 = A.tok0, M = A.M, tok_end = A.tok_end, K = A.K;
+    const size_t row_bytes = A.row_bytes;
     uint8_t* raw_w = stage;
     uint8_t* raw_x = stage + kRawWBytes;
-    uint8_t* raw_ds = raw_x + kRawXBytes;
     for (int i = threadIdx.x; i < BM * kRawChunks; i += kThreads) {
         const int r = i / kRawChunks, c = i % kRawChunks;
         const int row = min(row0 + r, M - 1);  // rows past M load row M-1; never stored
         const size_t off = w_offset(row, kb, row_bytes) & ~static_cast<size_t>(15);
         cp_async16(raw_w + r * kRawStride + c * 16, W + off + c * 16);
     }
+#if FUSEQ
+    constexpr int kChunks = 256 * static_cast<int>(sizeof(XElem)) / 16;  // 16-byte chunks per token
+    for (int i = threadIdx.x; i < BN * kChunks; i += kThreads) {
+        const int t = i / kChunks, c = i % kChunks;
+        const int tok = min(tok0 + t, tok_end - 1);  // rows past the tile's tokens load the last one
+        cp_async16(raw_x + t * kXfStride + c * 16,
+                   reinterpret_cast<const uint8_t*>(A.x + static_cast<size_t>(tok) * K + kb * 256) + c * 16);
+    }
+#else
+    const int8_t* __restrict__ xq = A.xq;
+    const float* __restrict__ xd = A.xd;
+    const int* __restrict__ xs = A.xs;
+    uint8_t* raw_ds = raw_x + kRawXBytes;
     const int groups = K / 32;
     for (int i = threadIdx.x; i < BN * 20; i += kThreads) {
         const int t = i / 20, c = i % 20;
@@ -169,7 +228,34 @@ __device__ __forceinline__ void issue_stage(uint8_t* stage, const uint8_t* __res
             cp_async16(raw_ds + t * 64 + 32 + (c - 18) * 16, xs + static_cast<size_t>(tok) * groups + kb * 8 + (c - 18) * 4);
         }
     }
+#endif
 }
+
+#if FUSEQ
+// Quantize the staged float rows to Q8_1 in shared memory: int8 into xqt (the layout the
+// compute loop reads: token t's 256 bytes at t * kQStride, natural k order) and the scales
+// straight into xscl. Lane item e = (token pair tp, token parity h, group j, quarter qq): a quad
+// of lanes owns one 32-block as in q8_1_quant.cu; the quads of tokens t and t+1 sit 4 lanes
+// apart, so one xor-4 shuffle brings the partner's (d, s) for xscl's (t, t+1) pair.
+__device__ __forceinline__ void quantize_stage(const uint8_t* raw_x, int8_t* xqt, float4* xscl) {
+    // BN * 32 and kThreads are multiples of 32: a warp's lanes run the loop together (shuffles)
+    for (int e = threadIdx.x; e < BN * 32; e += kThreads) {
+        const int qq = e & 3, h = (e >> 2) & 1, j = (e >> 3) & 7, tp = e >> 6;
+        const int t = 2 * tp + h;
+        float v[8];
+        load8(reinterpret_cast<const XElem*>(raw_x + t * kXfStride) + 32 * j + 8 * qq, v);
+        const float d = quad_scale(v);
+        uint32_t packed[2];
+        const int s = quad_quantize(v, d, packed);
+        *reinterpret_cast<uint2*>(xqt + t * kQStride + 32 * j + 8 * qq) = make_uint2(packed[0], packed[1]);
+        const float d1 = __shfl_xor_sync(0xFFFFFFFFu, d, 4);  // token t + 1 (h = 1 lanes: t - 1)
+        const int s1 = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
+        if ((e & 7) == 0)  // xscl entry (n8 tile tp / 4, group j, tq = tp % 4), as the FUSEQ=0 pass forms it
+            xscl[((tp >> 2) * 8 + j) * 4 + (tp & 3)] =
+                make_float4(d, d1, d * static_cast<float>(s), d1 * static_cast<float>(s1));
+    }
+}
+#endif
 
 // One 32-bit word (4 consecutive k) of weight row r, super-block-local word wi, as int8x4.
 __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
@@ -251,32 +337,15 @@ __device__ __forceinline__ void store_acc(const float (&acc)[kMT][kNT][4], float
         }
 }
 
-// One CTA tile: rows [row0, row0 + BM) of W x tokens [tok0, min(tok0 + BN, tok_end)) over the
-// k super-blocks [kb_begin, kb_end). Scheduler kernels (grid, persistent queue, MoE work list)
-// differ only in how they fill this.
-struct TileArgs {
-    const uint8_t* W;    // weight rows (an expert's base for MoE), ggml blocks of row_bytes
-    const int8_t* xq;    // Q8_1 activation rows, K bytes each
-    const float* xd;     // [rows][K/32] scales
-    const int* xs;       // [rows][K/32] int sums
-    int M, K;
-    size_t row_bytes;
-    int row0, tok0, tok_end, kb_begin, kb_end;
-    float* out;             // out[orow(t) * M + r]
-    const int* out_rows;    // orow(t) = out_rows[t] when given (MoE scatter), else t
-    const float* out_scale; // optional per-token factor (MoE routing weights), indexed like out_rows
-};
-
 __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
     uint8_t* stages = smem;
     uint4* wfrag = reinterpret_cast<uint4*>(smem + STAGES * kStageBytes);
     float4* wscl = reinterpret_cast<float4*>(smem + STAGES * kStageBytes + kWfragBytes);
     float4* xscl = reinterpret_cast<float4*>(smem + STAGES * kStageBytes + kWfragBytes + kWsclBytes);
-    const uint8_t* __restrict__ W = A.W;
-    const int8_t* __restrict__ xq = A.xq;
-    const float* __restrict__ xd = A.xd;
-    const int* __restrict__ xs = A.xs;
-    const int M = A.M, K = A.K, row0 = A.row0, tok0 = A.tok0, T = A.tok_end;
+#if FUSEQ
+    int8_t* xqt = reinterpret_cast<int8_t*>(smem + STAGES * kStageBytes + kWfragBytes + kWsclBytes + kXsclBytes);
+#endif
+    const int M = A.M, row0 = A.row0, tok0 = A.tok0, T = A.tok_end;
     const int kb_begin = A.kb_begin, n = A.kb_end - A.kb_begin;
     const size_t rb = A.row_bytes;
     __syncthreads();  // a persistent CTA's previous tile is done with the shared buffers
@@ -299,7 +368,7 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
     if constexpr (STAGES > 1) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < n) issue_stage(stage_ptr(s), W, xq, xd, xs, row0, tok0, M, T, K, rb, kb_begin + s);
+            if (s < n) issue_stage(stage_ptr(s), A, kb_begin + s);
             cp_async_commit();
         }
     }
@@ -309,7 +378,7 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
         uint8_t* st = stage_ptr(i);
         if constexpr (STAGES == 1) {
             __syncthreads();  // previous compute finished reading the single stage
-            issue_stage(st, W, xq, xd, xs, row0, tok0, M, T, K, rb, kb);
+            issue_stage(st, A, kb);
             cp_async_commit();
             cp_async_wait<0>();
         } else {
@@ -319,7 +388,6 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
 
         // ---- unpack: fragment-ready weight tile, weight scales, activation scales ----
         const uint8_t* raw_w = st;
-        const uint8_t* raw_ds = st + kRawWBytes + kRawXBytes;
         for (int e = threadIdx.x; e < BM * 16; e += kThreads) {  // (m16 tile, group, lane)
             const int ln = e & 31, j = (e >> 5) & 7, mt = e >> 8;
             const int rg = mt * 16 + (ln >> 2), q = ln & 3;
@@ -348,6 +416,10 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
             }
             wscl[e] = make_float4(s0, s8, m0, m8);
         }
+#if FUSEQ
+        quantize_stage(st + kRawWBytes, xqt, xscl);
+#else
+        const uint8_t* raw_ds = st + kRawWBytes + kRawXBytes;
         for (int e = threadIdx.x; e < BN * 4; e += kThreads) {  // (n8 tile, group, tq)
             const int q = e & 3, j = (e >> 2) & 7, nt = e >> 5;
             const int t = nt * 8 + 2 * q;
@@ -357,16 +429,19 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
             const int s1 = reinterpret_cast<const int*>(raw_ds + (t + 1) * 64 + 32)[j];
             xscl[e] = make_float4(d0, d1, d0 * static_cast<float>(s0), d1 * static_cast<float>(s1));
         }
+#endif
 
         if constexpr (STAGES > 1) {  // refill the slot that tile i-1 used
             if (i + STAGES - 1 < n)
-                issue_stage(stage_ptr(i + STAGES - 1), W, xq, xd, xs, row0, tok0, M, T, K, rb, kb + STAGES - 1);
+                issue_stage(stage_ptr(i + STAGES - 1), A, kb + STAGES - 1);
             cp_async_commit();
         }
         __syncthreads();  // unpacked tiles visible
 
         // ---- compute: 8 groups of 32 k ----
+#if !FUSEQ
         const int8_t* xqt = reinterpret_cast<const int8_t*>(st + kRawWBytes);
+#endif
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             uint32_t b[kNT][2];  // B fragments (activations) of the warp's n8 tiles
