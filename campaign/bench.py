@@ -225,7 +225,7 @@ def main(argv=None) -> int:
              "mmq_fused_quant_bf16": Line("mmq_fused_quant_bf16", "mmq_fused_quant", "fused_quant", (("XBF16", 1),)),
              "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
              # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
-             "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1),)),
+             "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
              # the unquantized anchor: bf16 weights already in memory, torch.mm alone
              "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],

@@ -313,6 +313,13 @@ class CudaDevice:
         buf.set(array)
         return buf
 
+    def tensor_map_f16(self, buf: DeviceBuffer, rows: int, cols: int, box_rows: int, box_cols: int) -> DeviceBuffer:
+        """A TMA descriptor (CUtensorMap, 128 B, in device memory) for the row-major f16 matrix
+        [rows, cols] in `buf`: boxes of box_rows x box_cols land 128B-swizzled, rows past the end
+        read as zeros. Kernels take its device address (cp.async.bulk.tensor reads the map from
+        global memory; written before the launch, it needs no proxy fence)."""
+        return self.to_device(encode_tensor_map_f16(buf.ptr, rows, cols, box_rows, box_cols))
+
     def fill_nan(self, buf: DeviceBuffer) -> None:
         """Poison a float32/bf16/float16 buffer with quiet NaNs (async, on the default stream)."""
         if buf.element not in _NAN_PATTERNS:
@@ -390,6 +397,33 @@ class CudaDevice:
 def compile_spin(arch: str) -> nvcc.Compiled:
     """The timer's spin kernel (precompile it off the GPU with the other cubins)."""
     return nvcc.compile_file(SPIN_CU, None, arch)[1]
+
+
+# CUtensorMap enums (cuda.h): CU_TENSOR_MAP_DATA_TYPE_FLOAT16, _INTERLEAVE_NONE, _SWIZZLE_128B,
+# _L2_PROMOTION_L2_128B, _FLOAT_OOB_FILL_NONE (out-of-bounds elements read as zeros)
+_TMAP_F16, _TMAP_NO_INTERLEAVE, _TMAP_SWIZZLE_128B, _TMAP_L2_128B, _TMAP_OOB_ZERO = 6, 0, 3, 2, 0
+
+
+def encode_tensor_map_f16(address: int, rows: int, cols: int, box_rows: int, box_cols: int) -> np.ndarray:
+    """cuTensorMapEncodeTiled (a driver call PyCUDA does not wrap) for a row-major f16 [rows, cols]
+    matrix at device `address`: the 128 opaque bytes, or CudaError with the driver's code."""
+    if box_cols * 2 > 128:
+        raise ValueError(f"a 128B-swizzled box row holds at most 64 f16, not {box_cols}")
+    lib = ctypes.CDLL("libcuda.so.1")
+    raw = (ctypes.c_uint8 * (128 + 64))()  # CUtensorMap is 64-byte aligned
+    at = (ctypes.addressof(raw) + 63) & ~63
+    dims = (ctypes.c_uint64 * 2)(cols, rows)  # innermost first
+    strides = (ctypes.c_uint64 * 1)(cols * 2)  # bytes between rows
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    unit = (ctypes.c_uint32 * 2)(1, 1)
+    fn = lib.cuTensorMapEncodeTiled
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    err = fn(at, _TMAP_F16, 2, ctypes.c_void_p(address), dims, strides, box, unit, _TMAP_NO_INTERLEAVE,
+             _TMAP_SWIZZLE_128B, _TMAP_L2_128B, _TMAP_OOB_ZERO)
+    if err != 0:
+        raise CudaError(f"cuTensorMapEncodeTiled failed (CUresult {err}) for [{rows}, {cols}] f16, box {box_rows}x{box_cols}")
+    return np.frombuffer(ctypes.string_at(at, 128), np.uint8).copy()
 
 
 def _driver_attribute(number: int, index: int) -> int | None:

@@ -7,8 +7,9 @@ the kernel:
                                                 shared memory for consumer warpgroups (mbarriers)
   AREG=1 (WS=1)   kernels/cuda/mmq_wgmma_rs.cu  the producer only copies; consumers dequantize
                                                 into wgmma A registers (RAW raw slots deep);
-                  XTILE=1: the activation pass writes f16 chunks pre-tiled and swizzled, and
-                  the producer moves each with one bulk copy
+                  XLOAD picks how activations reach shared memory: 0 cp.async of f16 rows,
+                  1 one bulk copy per chunk that the pass wrote pre-tiled and swizzled, 2 TMA
+                  (tensor map) on f16 rows, 3 f32 rows converted by the producer (no pass)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -29,8 +30,11 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0, "XTILE": 0}
-COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC", "XTILE")
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0}
+# how activations reach shared memory (the register-A kernel's XLOAD)
+XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
+          3: "f32 rows converted in the kernel"}
+COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC", "XLOAD")
 WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu
 RS_BARRIER_BYTES = 256  # kBarBytes in mmq_wgmma_rs.cu
 
@@ -40,10 +44,10 @@ def full_params(params: dict) -> dict:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if k not in ("WARPS_M", "WARPS_N")}}
     if p["AREG"]:  # the register-A kernel is warp-specialized; DEQ/ABUF do not apply to it
         p.update(WS=1, DEQ=1, ABUF=2)
-        if p["XTILE"]:  # bulk copies are async-proxy writes: no fence placement to choose
+        if p["XLOAD"]:  # the fence placement (XSYNC) is a choice of the cp.async loads only
             p.update(XSYNC=0)
     else:
-        p.update(RAW=2, XSYNC=0, XTILE=0)
+        p.update(RAW=2, XSYNC=0, XLOAD=0)
     return {**p, "WARPS_M": p["BM"] // 16, "WARPS_N": 1}
 
 
@@ -82,10 +86,12 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"STAGES={p['STAGES']} outside {2 if p['AREG'] else 3}..4"
     if not 2 <= p["RAW"] <= 6:
         return f"RAW={p['RAW']} outside 2..6 (raw super-block slots, AREG=1)"
-    if p["XTILE"] not in (0, 1):
-        return f"XTILE={p['XTILE']} is not 0 (row-major f16 activations) or 1 (pre-tiled, bulk-copied)"
-    if p["XTILE"] and params.get("X16_INPUT"):
-        return "X16_INPUT=1 feeds row-major f16 rows; XTILE=1 needs the tiling pass"
+    if p["XLOAD"] not in XLOADS:
+        return f"XLOAD={p['XLOAD']} is not one of " + ", ".join(f"{k} ({v})" for k, v in XLOADS.items())
+    if p["XLOAD"] in (1, 3) and params.get("X16_INPUT"):
+        return f"X16_INPUT=1 feeds row-major f16 rows; XLOAD={p['XLOAD']} reads {XLOADS[p['XLOAD']]}"
+    if p["XLOAD"] == 3 and p["BN"] > 32:
+        return f"XLOAD=3 holds a step's f32 activations in registers: BN={p['BN']} > 32"
     if p["XSYNC"] not in (0, 1):
         return f"XSYNC={p['XSYNC']} is not 0 (MMA warps fence) or 1 (the producer fences)"
     if p["ABUF"] != 2 and not (p["WS"] and p["ABUF"] == 3):
@@ -98,25 +104,50 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
 
 
 class WgmmaBound(mmq_f16.F16Bound):
-    """XTILE=1: the activation pass writes [token tile][K / 64][BN rows x 128 B] f16 chunks, padded
-    to whole tiles, in the swizzled order the kernel's bulk copies land them in shared memory."""
+    """The activation side of each XLOAD (the f16 path's X16_INPUT still says whether f16 rows
+    arrive as they are):
+      0  the f32 -> f16 pass into row-major f16 (or the f16 rows), cp.async'd by the kernel;
+      1  the pass writes [token tile][K / 64][BN rows x 128 B] chunks, padded to whole tiles,
+         in the swizzled order the kernel's bulk copies land them in;
+      2  as 0, but the kernel gets a TMA tensor map of the f16 rows instead of their address;
+      3  no pass: the kernel reads the f32 rows."""
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
-        self.tile_n = variant.params["BN"] if variant.params.get("XTILE") else 0
+        self.xload, self.tile_n = variant.params.get("XLOAD", 0), variant.params["BN"]
+        self.maps: list = []
         super().__init__(device, variant, handle, problem)
+        if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
+            rows = [self.scratch[0]] if not self.x16_input else self.x
+            self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n, 64) for buf in rows]
 
     def alloc_activation(self, T: int, K: int) -> list:
-        if not self.tile_n:
-            return super().alloc_activation(T, K)
-        return [self.device.empty((math.ceil(T / self.tile_n) * self.tile_n, K), np.float16)]
+        if self.xload == 3:
+            return []
+        if self.xload == 1:
+            return [self.device.empty((math.ceil(T / self.tile_n) * self.tile_n, K), np.float16)]
+        return super().alloc_activation(T, K)
 
     def activation_pass(self, x) -> None:
-        if not self.tile_n:
+        if self.xload == 3:
+            return
+        if self.xload != 1:
             return super().activation_pass(x)
         units = self.scratch[0].size // 8  # one thread per 16-byte unit
         self.handle["convert_tiled"].launch((min(8192, math.ceil(units / mmq_f16.CONVERT_THREADS)), 1, 1),
                                             (mmq_f16.CONVERT_THREADS, 1, 1),
                                             (x.ptr, self.scratch[0].ptr, np.int32(self.wl.T), np.int32(self.wl.K)), 0)
+
+    def activation_args(self) -> tuple:
+        if self.xload == 3:
+            return (self.x[self.current].ptr,)
+        if self.xload == 2:
+            return (self.maps[self.current if self.x16_input else 0].ptr,)
+        return super().activation_args()
+
+    def release(self) -> None:
+        for m in self.maps:
+            m.release()
+        super().release()
 
 
 class MMQWgmmaFamily(mmq_f16.MMQF16Family):
@@ -148,7 +179,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
     def make_bound(self, device, variant, handle: dict, problem):
         handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
-        if variant.params.get("XTILE"):
+        if variant.params.get("XLOAD") == 1:
             handle.setdefault("convert_tiled", handle["module"].kernel("f32_to_f16_tiled", 0))
         return WgmmaBound(device, variant, handle, problem)
 
@@ -160,20 +191,21 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         return invalid_reason(params, qtype, device_info)
 
     def precompile_configs(self) -> list[dict]:
-        return [DEFAULTS, *(heuristic_params(t, q) for t in (16, 64, 128, 256, 512, 2048) for q in RAW_CHUNKS)]
+        starts = [heuristic_params(t, q) for t in (16, 64, 128, 256, 512, 2048) for q in RAW_CHUNKS]
+        return [DEFAULTS, *starts, *({**p, "XLOAD": 2} for p in starts)]  # the f16-input bench line's TMA
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
     """A starting configuration per T, used until a study promotes a champion: the register-A
-    kernel (AREG=1), the q4_K/q6_K sweep winners of docs/perf-log.md runs 8-10. q6_K holds three
-    raw words per weight pair in flight, so its large tile is 192 tokens wide (256 spills)."""
+    kernel (AREG=1) with bulk-copied activations (XLOAD=1), the q4_K/q6_K sweep winners of
+    docs/perf-log.md run 12 (q6_K: one more raw slot; q8_0's 128x256 tile has no room for it)."""
     if T <= 16:
-        return {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 3}
+        return {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 1}
     if T <= 64:
-        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 2}
+        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 1}
     if T <= 128:
-        return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 2}
-    return {"AREG": 1, "BM": 128, "BN": 192 if qtype == "q6_K" else 256, "STAGES": 4, "RAW": 2}
+        return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 3, "XLOAD": 1}
+    return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 3 if qtype == "q6_K" else 2, "XLOAD": 1}
 
 
 FAMILY = MMQWgmmaFamily()

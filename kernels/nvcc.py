@@ -344,7 +344,8 @@ def _load_cached(key: str) -> Compiled | None:
     base = cache_dir() / key
     try:
         meta = json.loads(base.with_suffix(".json").read_text())
-        cubin = base.with_suffix(".cubin").read_bytes()
+        packed = base.with_suffix(".cubin.gz")  # an exported (carried) cache keeps cubins compressed
+        cubin = gzip.decompress(packed.read_bytes()) if packed.exists() else base.with_suffix(".cubin").read_bytes()
         sass = gzip.decompress(base.with_suffix(".sass.gz").read_bytes()).decode()
     except (OSError, ValueError):
         return None

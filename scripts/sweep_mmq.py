@@ -70,18 +70,19 @@ def grid_wgmma_ws(T: int) -> list[dict]:
 
 def grid_wgmma_rs(T: int) -> list[dict]:
     """wgmma with A dequantized into registers (AREG=1): tiles x activation ring x raw slots x
-    activation format (XTILE 1: pre-tiled chunks, one bulk copy each; 0: cp.async rows)."""
+    how activations arrive (XLOAD: 1 bulk copy of pass-tiled chunks, 2 TMA on f16 rows, 3 f32
+    converted in the kernel; 0, cp.async rows, lost to all three in run 12)."""
     if T <= 16:
-        tiles, stages, raws, splits = [(64, 16), (128, 16)], (4,), (4, 6), (0, 4)
+        tiles, raws, loads = [(64, 16), (128, 16)], (4, 6), (1, 2, 3)
     elif T <= 64:
-        tiles, stages, raws, splits = [(64, 64), (128, 64)], (4,), (2, 3), (0,)
+        tiles, raws, loads = [(64, 64), (128, 64), (128, 32)], (3,), (1, 2, 3)
     elif T <= 256:
-        tiles, stages, raws, splits = [(128, 128), (128, 256)], (4,), (2, 3), (0,)
+        tiles, raws, loads = [(128, 128), (128, 256)], (2, 3), (1, 2)
     else:
-        tiles, stages, raws, splits = [(128, 256), (128, 192)], (4, 3), (2, 3), (0,)
+        tiles, raws, loads = [(128, 256), (128, 192)], (2, 3), (1, 2)
     out = []
-    for (bm, bn), st, raw, sk, xt in itertools.product(tiles, stages, raws, splits, (1, 0)):
-        p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "SPLITK": sk, "XTILE": xt}
+    for (bm, bn), raw, xl in itertools.product(tiles, raws, loads):
+        p = {"AREG": 1, "BM": bm, "BN": bn, "STAGES": 4, "RAW": raw, "SPLITK": 0, "XLOAD": xl}
         if mmq_wgmma.invalid_reason(p, "q4_K", {}) is None:  # a type it does not fit is an error row
             out.append(p)
     return out

@@ -34,15 +34,23 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 128, "X16_INPUT": 1},  # f16 activations in, no conversion pass
     {"AREG": 1, "BM": 128, "BN": 96, "STAGES": 3, "XSYNC": 1},  # the producer fences instead
     {"AREG": 1, "BM": 64, "BN": 48, "STAGES": 2, "RAW": 3, "XSYNC": 1},  # the producer fence with no lag
-    # activations pre-tiled by the pass and bulk-copied (XTILE=1): padded token tiles, split K
-    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XTILE": 1},
-    {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 6, "XTILE": 1, "SPLITK": 3},
-    {"AREG": 1, "BM": 128, "BN": 24, "STAGES": 3, "RAW": 3, "XTILE": 1},
+    # activations pre-tiled by the pass and bulk-copied (XLOAD=1): padded token tiles, split K
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1},
+    {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 4, "RAW": 6, "XLOAD": 1, "SPLITK": 3},
+    {"AREG": 1, "BM": 128, "BN": 24, "STAGES": 3, "RAW": 3, "XLOAD": 1},
     {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 4, "RAW": 5},
+    # TMA tensor map on f16 rows (XLOAD=2): tokens past T zero-filled by the copy engine
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2},
+    {"AREG": 1, "BM": 64, "BN": 24, "STAGES": 3, "RAW": 4, "XLOAD": 2, "SPLITK": 2},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "X16_INPUT": 1},  # no pass at all
+    # f32 rows converted by the producer (XLOAD=3): no pass, no launch
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 3, "SPLITK": 3},
+    {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 4, "RAW": 6, "XLOAD": 3},
 ]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
-    {"BM": 128, "BN": 64, "AREG": 1, "XTILE": xtile} for xtile in (0, 1)]
+    {"BM": 128, "BN": 64 if xload < 3 else 32, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
 PRECOMPILE = {"mmq_wgmma": CONFIGS + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 

@@ -58,14 +58,16 @@ def test_register_a_kernel_feeds_hgmma_from_registers(qtype):
 
 
 @pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
-def test_tiled_activations_arrive_by_bulk_copy(qtype):
-    """XTILE=1: the activation chunks come by the bulk-copy engine (UBLKCP), so the load/store
-    unit carries only the raw weight copies; the register budget holds at the widest tile."""
-    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XTILE": 1}
+@pytest.mark.parametrize("xload, op", [(1, "UBLKCP"), (2, "UTMALDG")])
+def test_activations_arrive_by_the_copy_engine(qtype, xload, op):
+    """XLOAD=1 (bulk copy of pass-tiled chunks) and 2 (TMA tensor map): the activation chunks come
+    by the copy engine, so the load/store unit carries only the raw weight copies (LDGSTS with
+    mbarrier arrival); the register budget holds at the widest tile."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": xload}
     compiled = mmq_wgmma.FAMILY.compile_only(params, qtype)
     s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
     assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
-    assert "UBLKCP" in compiled.sass and "LDGSTSBAR" in compiled.sass
+    assert op in compiled.sass and "LDGSTSBAR" in compiled.sass
     assert "warning" not in compiled.ptxas_log.lower()
 
 
@@ -80,9 +82,11 @@ def test_invalid_configurations_say_why():
     assert mmq_wgmma.invalid_reason({"ABUF": 3, "WS": 1}, "q4_K", info) is None
     assert "WS" in mmq_wgmma.invalid_reason({"WS": 2}, "q4_K", info)
     assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 7}, "q4_K", info)
-    assert "XTILE" in mmq_wgmma.invalid_reason({"AREG": 1, "XTILE": 2}, "q4_K", info)
-    assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XTILE": 1, "X16_INPUT": 1}, "q4_K", info)
-    assert mmq_wgmma.full_params({"XTILE": 1})["XTILE"] == 0  # only the register-A kernel tiles
+    assert "XLOAD" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 4}, "q4_K", info)
+    assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 1, "X16_INPUT": 1}, "q4_K", info)
+    assert mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 2, "X16_INPUT": 1}, "q4_K", info) is None
+    assert "BN=64 > 32" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 3, "BN": 64}, "q4_K", info)
+    assert mmq_wgmma.full_params({"XLOAD": 1})["XLOAD"] == 0  # only the register-A kernel tiles
     assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 1}, "q4_K", info)
     assert mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 2}, "q4_K", info) is None
     with pytest.raises(ValueError, match="Hopper"):

@@ -24,11 +24,16 @@
 //   The producer warpgroup has two independent roles, so neither waits for the other's slots:
 //   raw-copy warps fill the raw slots as soon as they drain (RAW super-blocks of weight prefetch,
 //   cp.async.mbarrier.arrive: consumers read them with plain loads once they land), and the
-//   activation warps fill the activation ring:
-//     XTILE 1: the activation pass already wrote each (token tile, step) chunk contiguous and
+//   activation warps fill the activation ring (XLOAD picks how):
+//     XLOAD 1: the activation pass already wrote each (token tile, step) chunk contiguous and
 //              swizzled, so one thread moves it with one bulk copy (the TMA engine, async proxy:
 //              no fence before the wgmma, no per-16-byte copies on the load/store unit);
-//     XTILE 0: cp.async per 16 bytes from row-major f16. These are generic-proxy writes read by
+//     XLOAD 2: TMA with a tensor map on row-major f16 (cp.async.bulk.tensor, 128B swizzle by the
+//              copy engine, tokens past T read as zeros): one thread, one copy per step, and no
+//              pass at all when the activations arrive as f16;
+//     XLOAD 3: the activation warps read f32 rows and write swizzled f16 themselves (no pass, no
+//              launch: for small T, where the pass costs the most), fence, arrive;
+//     XLOAD 0: cp.async per 16 bytes from row-major f16. These are generic-proxy writes read by
 //              the wgmma (the async proxy), so they need fence.proxy.async between landing and use:
 //     XSYNC 1: the producer waits for its copies of step f - LAG, fences, arrives xfull (LAG =
 //              STAGES - 2 steps behind its copies); the MMA warps never fence;
@@ -38,7 +43,7 @@
 //   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
-// RAW 2..6, XTILE, XSYNC, MIN_BLOCKS.
+// RAW 2..6, XLOAD, XSYNC, MIN_BLOCKS.
 #include "wgmma_tile.cuh"
 
 #ifndef RAW
@@ -47,8 +52,8 @@
 #ifndef XSYNC
 #define XSYNC 0
 #endif
-#ifndef XTILE
-#define XTILE 0
+#ifndef XLOAD
+#define XLOAD 0
 #endif
 
 using namespace mmqwg;
@@ -58,9 +63,12 @@ namespace mmqrs {
 constexpr int kConsumers = BM / 64;
 constexpr int kConsumerThreads = 128 * kConsumers;
 constexpr int kThreadsRs = kConsumerThreads + 128;
-constexpr int kXThreads = XTILE ? 32 : 64;      // producer threads on activations (XTILE: one issues)
-constexpr int kRawThreads = 128 - kXThreads;    // producer threads on raw weight slots
-constexpr int kLag = (XSYNC && !XTILE) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
+constexpr bool kXByCopyEngine = XLOAD == 1 || XLOAD == 2;  // one thread issues, the bytes arrive as tx
+constexpr int kXThreads = kXByCopyEngine ? 32 : 64;          // producer threads on activations
+constexpr int kRawThreads = 128 - kXThreads;                 // producer threads on raw weight slots
+constexpr int kLag = (XSYNC && XLOAD == 0) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
+static_assert(XLOAD >= 0 && XLOAD <= 3, "XLOAD must be 0..3");
+static_assert(XLOAD != 3 || BN <= 32, "XLOAD 3 holds a step's f32 in the activation warps' registers");
 constexpr int kBarBytes = 256;  // up to 4 + 4 + 6 + 6 mbarriers
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
@@ -84,7 +92,7 @@ struct Smem {
 
 struct Job {
     const uint8_t* W;
-    const __half* X16;
+    const void* X;  // XLOAD 0/1: f16 rows / tiled chunks; 2: the tensor map; 3: f32 rows
     int row0, tok0, M, T, K, kb_begin, n;  // n: 64-k steps of this CTA, from super-block kb_begin
     size_t rb;
 };
@@ -258,7 +266,7 @@ __device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
 __device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int kc) {
     constexpr int kRowsPer = kXThreads / 8;
     const int c = tid & 7, t0 = tid >> 3;
-    const __half* src = j.X16 + kc * 64 + c * 8;
+    const __half* src = static_cast<const __half*>(j.X) + kc * 64 + c * 8;
 #pragma unroll 8  // (fully unrolled, a 256-token chunk's 32 addresses outgrow the producer's registers)
     for (int m = 0; m < (BN + kRowsPer - 1) / kRowsPer; ++m) {
         const int t = t0 + kRowsPer * m;
@@ -281,15 +289,52 @@ __device__ __forceinline__ void produce_raw(const Smem& sm, const Job& j, int ti
 // Activation warps: step f's chunk into ring slot f % STAGES once the consumers released it.
 __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid) {
     const int kc0 = j.kb_begin * kSteps;
-#if XTILE
+#if XLOAD == 1 || XLOAD == 2
     if (tid != 0) return;
-    // chunk (token tile, global step) of the tiled activations: [tile][K / 64][BN rows x 128 B]
-    const __half* tile = j.X16 + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
+    // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
+    const __half* tile = static_cast<const __half*>(j.X) + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
     for (int f = 0; f < j.n; ++f) {
         if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
-        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);
-        bulk_copy_g2s(sm.x + (f % STAGES) * kXChunk, tile + static_cast<size_t>(kc0 + f) * (BN * 64), kXChunk,
-                      &sm.bars->xfull[f % STAGES]);
+        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);  // a box past T still counts in full
+        if constexpr (XLOAD == 1)
+            bulk_copy_g2s(sm.x + (f % STAGES) * kXChunk, tile + static_cast<size_t>(kc0 + f) * (BN * 64), kXChunk,
+                          &sm.bars->xfull[f % STAGES]);
+        else
+            tma_load_2d(sm.x + (f % STAGES) * kXChunk, j.X, (kc0 + f) * 64, j.tok0, &sm.bars->xfull[f % STAGES]);
+    }
+#elif XLOAD == 3
+    // unit u = (token row u / 8, 16-byte column u % 8) of a chunk: 8 f32 in, 8 f16 out (rounded as
+    // f32_to_f16 rounds). The next step's loads fly while the producer waits for its slot.
+    constexpr int kUnits = BN * 8, kPer = (kUnits + kXThreads - 1) / kXThreads;
+    const float* X = static_cast<const float*>(j.X);
+    float4 v[kPer][2];
+    auto load = [&](int kc) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int u = tid + i * kXThreads;
+            if (kUnits % kXThreads == 0 || u < kUnits) {
+                const int tok = min(j.tok0 + (u >> 3), j.T - 1);  // tokens past T load the last one; never stored
+                const float4* p = reinterpret_cast<const float4*>(X + static_cast<size_t>(tok) * j.K + kc * 64 + (u & 7) * 8);
+                v[i][0] = __ldg(p);
+                v[i][1] = __ldg(p + 1);
+            }
+        }
+    };
+    if (j.n > 0) load(kc0);
+    for (int f = 0; f < j.n; ++f) {
+        if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
+        uint8_t* xs = sm.x + (f % STAGES) * kXChunk;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int u = tid + i * kXThreads;
+            if (kUnits % kXThreads == 0 || u < kUnits)
+                *reinterpret_cast<uint4*>(xs + swz(u >> 3, u & 7)) =
+                    make_uint4(pack_h2(v[i][0].x, v[i][0].y), pack_h2(v[i][0].z, v[i][0].w),
+                               pack_h2(v[i][1].x, v[i][1].y), pack_h2(v[i][1].z, v[i][1].w));
+        }
+        fence_proxy_async();  // generic-proxy stores -> visible to the wgmma's async-proxy reads
+        mbar_arrive(&sm.bars->xfull[f % STAGES]);
+        if (f + 1 < j.n) load(kc0 + f + 1);
     }
 #else
     for (int f = 0; f < j.n + kLag; ++f) {
@@ -357,7 +402,7 @@ struct Consumer {
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         const int s = kSteps * b + SUB;
         mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
-        if constexpr (!XSYNC && !XTILE) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
+        if constexpr (!XSYNC && XLOAD == 0) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
         const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
         wgmma_fence();
 #pragma unroll
@@ -406,9 +451,10 @@ struct Consumer {
 
 using namespace mmqrs;
 
-// Arguments as mmq_wgmma_gemm's; kThreadsRs threads per CTA (consumers first, producer last).
+// Arguments as mmq_wgmma_gemm's, but X by XLOAD (see Job); kThreadsRs threads per CTA (consumers first,
+// producer last).
 extern "C" __global__ void __launch_bounds__(kThreadsRs, MIN_BLOCKS)
-mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, float* __restrict__ C, int M, int T,
+mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float* __restrict__ C, int M, int T,
                int K, long long row_bytes) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t* smem = align_smem(smem_raw);
@@ -416,7 +462,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
     const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes)};
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
-            mbar_init(&sm.bars->xfull[i], XTILE ? 1 : kXThreads);
+            mbar_init(&sm.bars->xfull[i], kXByCopyEngine ? 1 : kXThreads);
             mbar_init(&sm.bars->xempty[i], 4 * kConsumers);
         }
         for (int i = 0; i < RAW; ++i) {
@@ -428,7 +474,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
 
     int kb_begin, kb_end;
     split_range(K / 256, kb_begin, kb_end);
-    const Job job{W, X16, static_cast<int>(blockIdx.y) * BM, static_cast<int>(blockIdx.x) * BN, M, T, K, kb_begin,
+    const Job job{W, X, static_cast<int>(blockIdx.y) * BM, static_cast<int>(blockIdx.x) * BN, M, T, K, kb_begin,
                   (kb_end - kb_begin) * kSteps, static_cast<size_t>(row_bytes)};
     if (threadIdx.x >= kConsumerThreads) {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
@@ -446,7 +492,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X16, fl
 #include "helper_kernels.cuh"
 MMQ_SPLITK_REDUCE(mmq_wgmma_splitk_reduce)
 
-// The activation pass of XTILE = 1: f32 [T, K] -> f16 chunks [token tile][K / 64][BN rows x 128 B],
+// The activation pass of XLOAD = 1: f32 [T, K] -> f16 chunks [token tile][K / 64][BN rows x 128 B],
 // each chunk already in the 128B-swizzled order the wgmma reads (16-byte unit c of row t at
 // c ^ (t & 7)), tokens past T zero. One thread writes one 16-byte unit; f16 as f32_to_f16 rounds.
 extern "C" __global__ void f32_to_f16_tiled(const float* __restrict__ x, uint4* __restrict__ y, int T, int K) {

@@ -88,6 +88,16 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
                  : "memory");
 }
 
+// TMA: the box at (c0 innermost, c1) of the tensor map at `tmap` (a global-memory CUtensorMap),
+// landing as the map's swizzle says, counted against `bar` like bulk_copy_g2s.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* tmap, int c0, int c1, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            smem_addr(dst)),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+        : "memory");
+}
+
 // Super-blocks [begin, end) of split z of `splits` (gridDim.z) over nkb.
 __device__ __forceinline__ void split_range(int nkb, int& begin, int& end) {
     begin = static_cast<int>((static_cast<long long>(nkb) * blockIdx.z) / gridDim.z);
