@@ -90,8 +90,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"XLOAD={p['XLOAD']} is not one of " + ", ".join(f"{k} ({v})" for k, v in XLOADS.items())
     if p["XLOAD"] in (1, 3) and params.get("X16_INPUT"):
         return f"X16_INPUT=1 feeds row-major f16 rows; XLOAD={p['XLOAD']} reads {XLOADS[p['XLOAD']]}"
-    if p["XLOAD"] == 3 and p["BN"] > 32:
-        return f"XLOAD=3 holds a step's f32 activations in registers: BN={p['BN']} > 32"
+    if p["XLOAD"] == 3 and p["BN"] > 16:
+        return f"XLOAD=3 holds two steps' f32 activations in registers: BN={p['BN']} > 16"
     if p["XSYNC"] not in (0, 1):
         return f"XSYNC={p['XSYNC']} is not 0 (MMA warps fence) or 1 (the producer fences)"
     if p["ABUF"] != 2 and not (p["WS"] and p["ABUF"] == 3):
@@ -197,15 +197,17 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
     """A starting configuration per T, used until a study promotes a champion: the register-A
-    kernel (AREG=1) with bulk-copied activations (XLOAD=1), the q4_K/q6_K sweep winners of
-    docs/perf-log.md run 12 (q6_K: one more raw slot; q8_0's 128x256 tile has no room for it)."""
+    kernel (AREG=1), the q4_K/q6_K sweep winners of docs/perf-log.md runs 12-13: activations by
+    TMA (XLOAD=2) up to T=256, by bulk copies of pass-tiled chunks (XLOAD=1) beyond; q6_K with
+    one more raw slot (q8_0's 128x256 tile has no room for it)."""
     if T <= 16:
-        return {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 1}
+        return {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2}
     if T <= 64:
-        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 1}
+        return {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2}
     if T <= 128:
-        return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 3, "XLOAD": 1}
-    return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 3 if qtype == "q6_K" else 2, "XLOAD": 1}
+        return {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 3, "XLOAD": 2}
+    return {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 3 if qtype == "q6_K" else 2,
+            "XLOAD": 2 if T <= 256 else 1}
 
 
 FAMILY = MMQWgmmaFamily()

@@ -53,5 +53,6 @@ done
 # the stores (MLflow sqlite + artifacts, Optuna db) and champions come back as one tarball, the
 # logs, sweep tables and profiles as another (the device tool returns at most 8 files)
 tar -czf "$OUT/stores.tar.gz" mlruns $(ls champions.json 2>/dev/null) 2>/dev/null
-(cd "$OUT" && logs=$(ls *.log sweep_*.csv ncu-* 2>/dev/null) && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs)
+# (ls exits non-zero when one of its patterns matches nothing: the list is what counts)
+(cd "$OUT" && logs=$(ls *.log sweep_*.csv ncu-* 2>/dev/null || true) && [ -n "$logs" ] && tar -czf logs.tar.gz $logs && rm -f $logs)
 exit $status

@@ -45,12 +45,12 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "X16_INPUT": 1},  # no pass at all
     # f32 rows converted by the producer (XLOAD=3): no pass, no launch
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3},
-    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 3, "SPLITK": 3},
+    {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 3, "RAW": 3, "XLOAD": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 4, "RAW": 6, "XLOAD": 3},
 ]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
-    {"BM": 128, "BN": 64 if xload < 3 else 32, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
+    {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
 PRECOMPILE = {"mmq_wgmma": CONFIGS + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 

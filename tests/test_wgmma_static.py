@@ -85,7 +85,7 @@ def test_invalid_configurations_say_why():
     assert "XLOAD" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 4}, "q4_K", info)
     assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 1, "X16_INPUT": 1}, "q4_K", info)
     assert mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 2, "X16_INPUT": 1}, "q4_K", info) is None
-    assert "BN=64 > 32" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 3, "BN": 64}, "q4_K", info)
+    assert "BN=32 > 16" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 3, "BN": 32}, "q4_K", info)
     assert mmq_wgmma.full_params({"XLOAD": 1})["XLOAD"] == 0  # only the register-A kernel tiles
     assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 1}, "q4_K", info)
     assert mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 2}, "q4_K", info) is None

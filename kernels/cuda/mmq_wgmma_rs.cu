@@ -32,7 +32,7 @@
 //              copy engine, tokens past T read as zeros): one thread, one copy per step, and no
 //              pass at all when the activations arrive as f16;
 //     XLOAD 3: the activation warps read f32 rows and write swizzled f16 themselves (no pass, no
-//              launch: for small T, where the pass costs the most), fence, arrive;
+//              launch: for small T, where the pass costs the most; BN <= 16), fence, arrive;
 //     XLOAD 0: cp.async per 16 bytes from row-major f16. These are generic-proxy writes read by
 //              the wgmma (the async proxy), so they need fence.proxy.async between landing and use:
 //     XSYNC 1: the producer waits for its copies of step f - LAG, fences, arrives xfull (LAG =
@@ -68,7 +68,7 @@ constexpr int kXThreads = kXByCopyEngine ? 32 : 64;          // producer threads
 constexpr int kRawThreads = 128 - kXThreads;                 // producer threads on raw weight slots
 constexpr int kLag = (XSYNC && XLOAD == 0) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
 static_assert(XLOAD >= 0 && XLOAD <= 3, "XLOAD must be 0..3");
-static_assert(XLOAD != 3 || BN <= 32, "XLOAD 3 holds a step's f32 in the activation warps' registers");
+static_assert(XLOAD != 3 || BN <= 16, "XLOAD 3 holds two steps' f32 in the activation warps' registers");
 constexpr int kBarBytes = 256;  // up to 4 + 4 + 6 + 6 mbarriers
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
@@ -304,24 +304,26 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
     }
 #elif XLOAD == 3
     // unit u = (token row u / 8, 16-byte column u % 8) of a chunk: 8 f32 in, 8 f16 out (rounded as
-    // f32_to_f16 rounds). The next step's loads fly while the producer waits for its slot.
+    // f32_to_f16 rounds). Two register sets alternate, so a step's L2 loads are in flight two steps
+    // before its chunk is published (one step ahead left the producer waiting on them in run 13).
     constexpr int kUnits = BN * 8, kPer = (kUnits + kXThreads - 1) / kXThreads;
     const float* X = static_cast<const float*>(j.X);
-    float4 v[kPer][2];
-    auto load = [&](int kc) {
+    float4 v[2][kPer][2];
+    auto load = [&](float4 (&r)[kPer][2], int f) {
+        if (f >= j.n) return;
 #pragma unroll
         for (int i = 0; i < kPer; ++i) {
             const int u = tid + i * kXThreads;
             if (kUnits % kXThreads == 0 || u < kUnits) {
                 const int tok = min(j.tok0 + (u >> 3), j.T - 1);  // tokens past T load the last one; never stored
-                const float4* p = reinterpret_cast<const float4*>(X + static_cast<size_t>(tok) * j.K + kc * 64 + (u & 7) * 8);
-                v[i][0] = __ldg(p);
-                v[i][1] = __ldg(p + 1);
+                const float4* p =
+                    reinterpret_cast<const float4*>(X + static_cast<size_t>(tok) * j.K + (kc0 + f) * 64 + (u & 7) * 8);
+                r[i][0] = __ldg(p);
+                r[i][1] = __ldg(p + 1);
             }
         }
     };
-    if (j.n > 0) load(kc0);
-    for (int f = 0; f < j.n; ++f) {
+    auto publish = [&](const float4 (&r)[kPer][2], int f) {
         if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
         uint8_t* xs = sm.x + (f % STAGES) * kXChunk;
 #pragma unroll
@@ -329,12 +331,21 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
             const int u = tid + i * kXThreads;
             if (kUnits % kXThreads == 0 || u < kUnits)
                 *reinterpret_cast<uint4*>(xs + swz(u >> 3, u & 7)) =
-                    make_uint4(pack_h2(v[i][0].x, v[i][0].y), pack_h2(v[i][0].z, v[i][0].w),
-                               pack_h2(v[i][1].x, v[i][1].y), pack_h2(v[i][1].z, v[i][1].w));
+                    make_uint4(pack_h2(r[i][0].x, r[i][0].y), pack_h2(r[i][0].z, r[i][0].w),
+                               pack_h2(r[i][1].x, r[i][1].y), pack_h2(r[i][1].z, r[i][1].w));
         }
         fence_proxy_async();  // generic-proxy stores -> visible to the wgmma's async-proxy reads
         mbar_arrive(&sm.bars->xfull[f % STAGES]);
-        if (f + 1 < j.n) load(kc0 + f + 1);
+    };
+    load(v[0], 0);
+    load(v[1], 1);
+    for (int f = 0; f < j.n; f += 2) {
+        publish(v[0], f);
+        load(v[0], f + 2);
+        if (f + 1 < j.n) {
+            publish(v[1], f + 1);
+            load(v[1], f + 3);
+        }
     }
 #else
     for (int f = 0; f < j.n + kLag; ++f) {
