@@ -24,5 +24,4 @@ exec bash scripts/device_run.sh tests -k wgmma -x \
     study fused_quant --suite dense_small --types q4_K --trials 3 --promote \
           --enqueue '{"BM":64,"BN":16,"WARPS_M":4,"WARPS_N":1,"STAGES":1,"CVT":1,"MIN_BLOCKS":2}' \
           --enqueue '{"BM":128,"BN":16,"WARPS_M":8,"WARPS_N":1,"STAGES":2,"CVT":1,"MIN_BLOCKS":1}' \
-          --enqueue '{"BM":64,"BN":16,"WARPS_M":4,"WARPS_N":1,"STAGES":2,"CVT":1,"MIN_BLOCKS":1}' \
-    sweep --family mmq_wgmma_rs --types q4_K --Ts 16 --reps 20
+          --enqueue '{"BM":64,"BN":16,"WARPS_M":4,"WARPS_N":1,"STAGES":2,"CVT":1,"MIN_BLOCKS":1}'
