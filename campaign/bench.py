@@ -70,7 +70,10 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
             return dict(found), "champion"
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
         return found, "sweep"
-    heuristic = getattr(importlib.import_module(f"kernels.{line.family}"), "heuristic_params", None)
+    from kernels import families
+
+    module = importlib.import_module(type(families.get(line.family)).__module__)  # where the family lives
+    heuristic = getattr(module, "heuristic_params", None)
     if heuristic is not None:  # families with per-T (and, where it matters, per-type) starting configurations
         typed = "qtype" in inspect.signature(heuristic).parameters
         return (heuristic(T, qtype) if typed else heuristic(T)), "heuristic"
@@ -88,7 +91,9 @@ def time_point(device, variant, problem: Problem, reps: int, warmup: int):
 
 
 def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int = 0,
-              progress=print, tuned: dict | None = None) -> pd.DataFrame:
+              progress=print, tuned: dict | None = None, partial_csv: Path | None = None) -> pd.DataFrame:
+    """Time every (type, shape, T, line); with `partial_csv`, the rows measured so far are rewritten
+    there after each workload, so a sweep stopped by a timeout keeps what it measured."""
     from kernels import families, quant
 
     rng = np.random.default_rng(seed)
@@ -117,6 +122,8 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 done += 1
                 progress(f"[{done}/{total}] {qtype} M={M} K={K} T={T}: " + ", ".join(
                     f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(sweep.lines):]) + " TFLOP/s")
+                if partial_csv is not None:
+                    pd.DataFrame(rows).to_csv(partial_csv, index=False)
     return pd.DataFrame(rows)
 
 
@@ -236,8 +243,12 @@ def main(argv=None) -> int:
     print("device:", json.dumps(device.info, default=str))
     print("ceilings:", json.dumps(ceilings, default=str))
     tuned = json.loads(Path(args.tuned).read_text()) if args.tuned and Path(args.tuned).exists() else None
-    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned), ceilings)
-    record(df, ceilings, device.info, Path(args.out), args.tracking_uri)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "bench.partial.csv"  # replaced by bench.csv (with the ratios) when the sweep completes
+    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned, partial_csv=partial), ceilings)
+    record(df, ceilings, device.info, out, args.tracking_uri)
+    partial.unlink(missing_ok=True)
     print(summary_table(df))
     return 0
 
