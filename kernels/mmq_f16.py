@@ -81,9 +81,11 @@ class MMQF16Family(mmq_base.MMQFamily):
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)
 
+    bound_class = F16Bound  # the wgmma family's bound adds its activation loads
+
     def make_bound(self, device, variant, handle: dict, problem):
         handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
-        return F16Bound(device, variant, handle, problem)
+        return self.bound_class(device, variant, handle, problem)
 
 
 def heuristic_params(T: int) -> dict:

@@ -177,11 +177,12 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def smem(self, params: dict, qtype: str) -> int:
         return smem_bytes(params, qtype)
 
+    bound_class = WgmmaBound
+
     def make_bound(self, device, variant, handle: dict, problem):
-        handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
         if variant.params.get("XLOAD") == 1:
             handle.setdefault("convert_tiled", handle["module"].kernel("f32_to_f16_tiled", 0))
-        return WgmmaBound(device, variant, handle, problem)
+        return super().make_bound(device, variant, handle, problem)
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
