@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from kernels import mmq_base, mmq_fused_quant, nvcc, quant
 from kernels.family import Problem, Variant, Workload
 from kernels.quant.q8_1 import float32_to_bf16_bits
 from tests.cuda_cases import TYPES, needs_nvcc
+from tests.recording_device import RecordingDevice
 
 ARCH = "sm_90"
 SMEM_HARNESS = Path(__file__).resolve().parent / "cuda" / "mmq_smem_host.cu"
@@ -67,29 +67,6 @@ def test_every_starting_configuration_compiles_clean(qtype):
         s = mmq_fused_quant.FAMILY.compile_only(params, qtype, ARCH).summary()
         assert s["spill_store_bytes"] == s["spill_load_bytes"] == s["local_mem_ops"] == 0, params
         assert s["sass_ops"].get("IMMA", 0) > 0, params
-
-
-class RecordingDevice:
-    """What MMQBound asks of a device, with kernel launches recorded instead of run."""
-
-    info = {"arch": ARCH, "sm_count": 132, "smem_per_block_optin": DEFAULT_SMEM_OPTIN, "l2_bytes": 50 << 20}
-
-    def __init__(self):
-        self.launches, self._next_ptr = [], 1 << 20
-
-    def _buffer(self, array: np.ndarray) -> SimpleNamespace:
-        buf = SimpleNamespace(ptr=self._next_ptr, array=array, nbytes=array.nbytes, release=lambda: None)
-        self._next_ptr += max(256, array.nbytes)
-        return buf
-
-    def to_device(self, array):
-        return self._buffer(np.asarray(array))
-
-    def empty(self, shape, dtype):
-        return self._buffer(np.empty(shape, dtype))
-
-    def kernel(self, name: str) -> SimpleNamespace:
-        return SimpleNamespace(launch=lambda *launch: self.launches.append((name, *launch)))
 
 
 @pytest.mark.parametrize("xbf16", [0, 1])

@@ -3,6 +3,7 @@
 refuses what it cannot build with a reason."""
 import re
 
+import numpy as np
 import pytest
 
 from kernels import mmq_wgmma, nvcc
@@ -104,3 +105,53 @@ def test_smem_formula_counts_every_buffer():
     # AREG: no dequantized chunks, RAW raw slots
     rs = {**p, "AREG": 1, "RAW": 3}
     assert mmq_wgmma.smem_bytes(rs, "q8_0") == 1024 + 3 * 64 * 128 + 3 * 128 * 272 + 256
+
+
+@pytest.mark.parametrize("xload", [0, 1, 2, 3])
+@pytest.mark.parametrize("x16_input", [0, 1])
+def test_each_activation_load_gets_what_its_kernel_reads(xload, x16_input):
+    """The Bound's side of XLOAD, with launches recorded instead of run: 0 the f32 -> f16 pass into
+    row-major rows; 1 the tiling pass into whole BN-token tiles; 2 the pass, and the kernel gets a
+    TMA map of the rows it reads (one per rotation copy when f16 arrives as is); 3 no pass, the
+    kernel reads the f32 rows. Every launch's GEMM arguments are (W, X, C, M, T, K, row_bytes)."""
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "X16_INPUT": x16_input}
+    if mmq_wgmma.invalid_reason(params, "q4_K", {}):
+        assert xload in (1, 3) and x16_input  # the two that need f32 rows
+        return
+    M, K, T = 40, 512, 21  # T: one full 16-token tile and a partial one
+    rng = np.random.default_rng(xload)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").quantize(rng.standard_normal((M, K)).astype(np.float32)),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    family = mmq_wgmma.FAMILY
+    p = family.complete(params)
+    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
+    device = RecordingDevice()
+    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
+              "reduce": device.kernel("reduce"), "module": device}
+    bound = family.make_bound(device, variant, handle, problem)
+    bound.splitk, bound.partial = 1, None  # one launch per run: the GEMM's own arguments
+    bound.run()
+    bound.run()  # the second run reads the next rotation copy
+    passes = [name for name, *_ in device.launches if name != "gemm"]
+    gemm_args = [args for name, grid, block, args, smem in device.launches if name == "gemm"]
+    want_pass = {0: "f32_to_f16", 1: "f32_to_f16_tiled", 2: "f32_to_f16", 3: None}[xload]
+    assert passes == ([] if x16_input or want_pass is None else [want_pass] * 2)
+    for i, args in enumerate(gemm_args):
+        assert args[0] == bound.w[i].ptr and args[2] == bound.out.ptr
+        assert [int(a) for a in args[3:]] == [M, T, K, problem.w_packed.shape[1]]
+        if xload == 3 or (xload == 0 and x16_input):
+            assert args[1] == bound.x[i].ptr  # the rows as they arrive
+        elif xload == 2:
+            assert args[1] == bound.maps[i if x16_input else 0].ptr
+        else:
+            assert args[1] == bound.scratch[0].ptr
+    if xload == 1:  # whole tiles: 2 x 16 token rows of K f16
+        assert bound.scratch[0].array.shape == (32, K) and bound.scratch[0].array.dtype == np.float16
+    if xload == 2:  # box: 16 tokens x 64 k of each [T, K] f16 matrix the kernel reads
+        rows = [b.ptr for b in (bound.x if x16_input else bound.scratch)]
+        assert device.tensor_maps == [(ptr, T, K, 16, 64) for ptr in rows]
+    assert (xload == 3 or bool(x16_input)) == (bound.scratch == [])  # no pass, no scratch

@@ -1,0 +1,36 @@
+"""A stand-in for the CUDA device in CI: what a kernel's Bound asks of a device (buffers, kernels,
+TMA tensor maps), with launches and tensor maps recorded instead of run, so a launcher's
+argument plumbing is tested without a GPU."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from gates.static import DEFAULT_SMEM_OPTIN
+
+
+class RecordingDevice:
+    info = {"arch": "sm_90", "sm_count": 132, "smem_per_block_optin": DEFAULT_SMEM_OPTIN, "l2_bytes": 50 << 20}
+
+    def __init__(self):
+        self.launches, self.tensor_maps, self._next_ptr = [], [], 1 << 20
+
+    def _buffer(self, array: np.ndarray) -> SimpleNamespace:
+        buf = SimpleNamespace(ptr=self._next_ptr, array=array, nbytes=array.nbytes, size=array.size,
+                              release=lambda: None)
+        self._next_ptr += max(256, array.nbytes)
+        return buf
+
+    def to_device(self, array):
+        return self._buffer(np.asarray(array))
+
+    def empty(self, shape, dtype):
+        return self._buffer(np.empty(shape, dtype))
+
+    def kernel(self, name: str, smem: int = 0) -> SimpleNamespace:  # a Module's kernel(name, smem) too
+        return SimpleNamespace(launch=lambda *launch: self.launches.append((name, *launch)))
+
+    def tensor_map_f16(self, buf, rows: int, cols: int, box_rows: int, box_cols: int):
+        self.tensor_maps.append((buf.ptr, rows, cols, box_rows, box_cols))
+        return self._buffer(np.zeros(128, np.uint8))
