@@ -3,7 +3,9 @@
 # regime of the `wgmma` lever over all four types (its per-regime starting tiles enqueued, each
 # promoted only if every gate is green), the fused_quant study, then the full dense bench
 # (4 types x 3 shapes x 8 T) with the champions just promoted, both cuBLAS anchors and mmq_base.
-#   device command:  STEP_TIMEOUT=... MMQ_CACHE_DIR=$PWD/.cache/runN bash scripts/h200_round.sh
+#   device command:  STEP_TIMEOUT=260 MMQ_CACHE_DIR=$PWD/.cache/runN bash scripts/h200_round.sh
+# Run 14 (H200): tests 16 s, each study 20-40 s, the bench ~240 s for its 96 workloads (at
+# STEP_TIMEOUT=200 it stopped after 81), ~380 s in all plus the machine's start.
 # (.cache/runN: scripts/precompile.py --export of the configurations below; see docs/perf-log.md)
 set -uo pipefail
 cd "$(dirname "$0")/.."
