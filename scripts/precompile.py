@@ -12,8 +12,9 @@ pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin ke
 
     MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
         [--families mmq_wgmma,...] [--export .cache/run [--append]]
---export copies just the entries this call needed into a fresh directory: a cache small enough to
-carry (the device call's working tree is capped at 64 MiB) while MMQ_CACHE_DIR keeps everything.
+--export copies just the entries this call needed into a fresh directory (--append: into the one
+there), cubins gzipped: a cache small enough to carry (the device call's working tree is capped at
+64 MiB; kernels.nvcc reads .cubin.gz as it reads .cubin) while MMQ_CACHE_DIR keeps everything.
 """
 import argparse
 import gzip
@@ -120,7 +121,7 @@ def main() -> int:
 
 
 def export(compiled: list, dest: Path, fresh: bool = True) -> None:
-    """Copy the cache entries of `compiled` (key.cubin/.json/.sass.gz) into `dest`, emptied first
+    """Copy the cache entries of `compiled` (key.cubin as key.cubin.gz, key.json, key.sass.gz) into `dest`, emptied first
     unless `fresh` is False (several calls, e.g. per-type sweep lists, filling one carried cache)."""
     if fresh:
         shutil.rmtree(dest, ignore_errors=True)
