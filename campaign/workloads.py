@@ -16,7 +16,10 @@ from kernels import moe_workloads, quant
 from kernels.family import Workload
 
 # T regime of a workload: the dispatcher picks a champion per (qtype, arch, regime).
-REGIMES: tuple[tuple[str, float], ...] = (("small", 64), ("medium", 512), ("large", float("inf")))
+# Bounds follow the tiles that win on the H200 (run 14): a 16-token tile at T <= 16, 64 up to 64,
+# 128 up to 128, and above that the 256-token tile (split along K while it cannot fill the GPU).
+REGIMES: tuple[tuple[str, float], ...] = (
+    ("tiny", 16), ("small", 64), ("medium", 128), ("large", float("inf")))
 
 
 def regime(T: int) -> str:
@@ -60,7 +63,7 @@ _DENSE_PARITY = (  # each M, T and K value at least once; odd edges; 1 and 2 sup
 
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("parity", _DENSE_PARITY, parity="parity", description="small dense shapes for the parity gate"),
-    Suite("cpu_tiny", grid([(128, 512)], [1, 16, 64]), parity="parity", types=("q4_K",),
+    Suite("cpu_tiny", grid([(128, 512)], [1, 5, 16]), parity="parity", types=("q4_K",),
           description="smoke test of the CPU demo: seconds per trial"),
     Suite("cpu_small", grid([(1024, 512), (256, 2048)], [1, 16, 64]), parity="parity", types=("q4_K", "q8_0"),
           description="the CPU demo's campaign suite"),
@@ -68,12 +71,17 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           description="GPU dense prefill GEMMs (Llama-8B-like projections)"),
     # one T regime of the shape llama.cpp's MMQ was measured at: a study per regime, so each
     # regime gets its own champion (the dispatcher keys champions by regime)
-    Suite("dense_small", grid([(4096, 14336)], [16, 64]), parity="parity",
-          description="llama.cpp anchor shape, small T (bandwidth/latency bound)"),
-    Suite("dense_medium", grid([(4096, 14336)], [128, 512]), parity="parity",
-          description="llama.cpp anchor shape, medium T"),
-    Suite("dense_large", grid([(4096, 14336)], [1024, 4096]), parity="parity",
-          description="llama.cpp anchor shape, large T (compute bound)"),
+    Suite("dense_tiny", grid([(4096, 14336)], [16]), parity="parity",
+          description="llama.cpp anchor shape, T <= 16 (weight streaming, latency bound)"),
+    Suite("dense_small", grid([(4096, 14336)], [64]), parity="parity",
+          description="llama.cpp anchor shape, T <= 64"),
+    Suite("dense_medium", grid([(4096, 14336)], [128]), parity="parity",
+          description="llama.cpp anchor shape, T <= 128"),
+    Suite("dense_large", grid([(4096, 14336)], [256, 512, 1024, 4096]), parity="parity",
+          description="llama.cpp anchor shape, T > 128 (compute bound)"),
+    # one T per regime: a lever's gain over its incumbent across the whole range in one study
+    Suite("dense_span", grid([(4096, 14336)], [16, 64, 128, 1024]), parity="parity",
+          description="llama.cpp anchor shape, one T per regime"),
 )}
 SUITES.update({name: moe_workloads.moe_suite(name) for name in moe_workloads.MOE_SUITE_NAMES})  # real MoE models
 

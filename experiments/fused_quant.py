@@ -18,7 +18,7 @@ LEVER = Lever(
     # float32 activations: the suites' inputs (XBF16=1 would time a bf16 model's, another problem)
     fixed={"SPLITK": 0, "XBF16": 0},
     defaults={**MMQ_BASE.defaults, **mmq_fused_quant.heuristic_params(16)},
-    suite="dense_small",
+    suite="dense_tiny",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type

@@ -15,7 +15,7 @@ LEVER = Lever(
     space={**MMQ_BASE.space, "STAGES": [2, 3, 4]},
     fixed=MMQ_BASE.fixed,
     defaults={**MMQ_BASE.defaults, "STAGES": 3},
-    suite="dense_small",
+    suite="dense_span",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type

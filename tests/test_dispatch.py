@@ -24,13 +24,14 @@ def test_picks_the_champion_of_the_regime_and_prefers_specialised_levers(tmp_pat
     _promote(path, "mmq_base", "mmq_base", "q4_K", "small", small)
     _promote(path, "mmq_base", "mmq_base", "q4_K", "large", large_int8)
     _promote(path, "adaptive_format", "mmq_f16", "q4_K", "large", large_f16)
-    assert dispatch.choose("q4_K", "sm_90", 16, path)[:2] == ("mmq_base", small)
+    assert dispatch.choose("q4_K", "sm_90", 64, path)[:2] == ("mmq_base", small)
     assert dispatch.choose("q4_K", "sm_90", 4096, path)[:2] == ("mmq_f16", large_f16)
     # another type or arch has no champion: heuristic
     assert dispatch.choose("q6_K", "sm_90", 4096, path)[0] == "mmq_base"
     assert dispatch.choose("q4_K", "sm_120", 4096, path)[2].endswith("(no champion)")
-    # medium regime: nothing promoted there
-    assert dispatch.choose("q4_K", "sm_90", 256, path)[1] == mmq_base.heuristic_params(256)
+    # tiny and medium regimes: nothing promoted there
+    assert dispatch.choose("q4_K", "sm_90", 16, path)[1] == mmq_base.heuristic_params(16)
+    assert dispatch.choose("q4_K", "sm_90", 128, path)[1] == mmq_base.heuristic_params(128)
     # fused quantization promoted at small T: it takes over from the plain int8 champion there
     _promote(path, "fused_quant", "mmq_fused_quant", "q4_K", "small", {**small, "XBF16": 0})
-    assert dispatch.choose("q4_K", "sm_90", 16, path)[:2] == ("mmq_fused_quant", {**small, "XBF16": 0})
+    assert dispatch.choose("q4_K", "sm_90", 64, path)[:2] == ("mmq_fused_quant", {**small, "XBF16": 0})

@@ -187,9 +187,9 @@ def test_perf_gate_declares_a_real_win_above_noise_and_margin():
     report = _perf_report(FAST, CPU_DEMO.defaults)
     assert report.gate.passed, report.gate.line()
     group = report.wins[0]
-    assert group.key == "q4_K/small"
+    assert group.key == "q4_K/tiny"
     assert group.speedup > 1 + group.noise_floor + group.margin
-    assert report.gate.numbers["wins"] == "q4_K/small"
+    assert report.gate.numbers["wins"] == "q4_K/tiny"
 
 
 def test_perf_abandons_a_hopeless_candidate():

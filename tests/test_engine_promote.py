@@ -39,9 +39,9 @@ def test_promote_records_champion_then_refuses_to_promote_it_over_itself(root, c
     lines = out.splitlines()
     assert [line.split()[:2] for line in lines[1:5]] == [["static", "PASS"], ["parity", "PASS"], ["perf", "PASS"],
                                                            ["promote", "PASS"]]
-    assert "champion cpu_demo q4_K/cpu/small: cpu_demo/0" in out
+    assert "champion cpu_demo q4_K/cpu/tiny: cpu_demo/0" in out
 
-    record = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/small"]
+    record = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/tiny"]
     assert record["params"] == FAST[0] and record["study"] == "cpu_demo" and record["trial"] == 0
     assert record["history"] == [] and record["speedup"] > 1 + record["noise_floor"] + record["margin"]
     assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, root / "champions.json") == FAST[0]
@@ -49,21 +49,21 @@ def test_promote_records_champion_then_refuses_to_promote_it_over_itself(root, c
     run_id = optuna.load_study(study_name="cpu_demo", storage=campaign.storage).trials[0].user_attrs["mlflow_run_id"]
     assert record["mlflow_run_id"] == run_id
     tags = MlflowClient(f"sqlite:///{root / 'mlruns' / 'mlflow.db'}").get_run(run_id).data.tags
-    assert tags["champion.q4_K/cpu/small"] == "current" and "perf    PASS" in tags["promotion.verdicts"]
+    assert tags["champion.q4_K/cpu/tiny"] == "current" and "perf    PASS" in tags["promotion.verdicts"]
 
     code, out, _ = campaign("list")
-    assert "champion q4_K/cpu/small: cpu_demo/0" in out
+    assert "champion q4_K/cpu/tiny: cpu_demo/0" in out
 
     # Against itself as the incumbent there is nothing to win: refused, the record untouched.
     code, out, err = campaign("promote", "cpu_demo/0")
     assert code == 2 and "perf gate failed" in err
-    assert json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/small"] == record
+    assert json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/tiny"] == record
 
     code, out, err = campaign("compare", "--lever", "cpu_demo")
     assert code == 0, err
     header, *rows = out.splitlines()
     assert header.split()[:3] == ["lever", "key", "qtype"] and "champion_tflops" in header
-    assert len(rows) == 3 and all(r.split()[1] == "q4_K/cpu/small" for r in rows)  # T = 1, 16, 64
+    assert len(rows) == 3 and all(r.split()[1] == "q4_K/cpu/tiny" for r in rows)  # T = 1, 5, 16
 
     code, out, err = campaign("report", "--out", str(root / "plots"))
     assert code == 0, err

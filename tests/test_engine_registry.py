@@ -69,7 +69,8 @@ def test_suites_expand_per_type_and_name_their_parity_suite():
         workloads.get("nope")
 
 
-@pytest.mark.parametrize("T,expected", [(1, "small"), (64, "small"), (65, "medium"), (512, "medium"), (513, "large")])
+@pytest.mark.parametrize("T,expected", [(1, "tiny"), (16, "tiny"), (17, "small"), (64, "small"), (65, "medium"),
+                                        (128, "medium"), (129, "large"), (4096, "large")])
 def test_t_regimes(T, expected):
     assert workloads.regime(T) == expected
 
@@ -95,7 +96,7 @@ def test_champions_keep_history_and_lookup(tmp_path):
     entry = json.loads(path.read_text())["levers"]["cpu_demo"]["q4_K/cpu/small"]
     assert entry["params"] == {"rows_per_tile": 512}
     assert [h["params"] for h in entry["history"]] == [{"rows_per_tile": 64}]
-    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path) == {"rows_per_tile": 512}
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 64, path) == {"rows_per_tile": 512}
     assert champions.lookup("cpu_demo", "q4_K", "cpu", 600, path) is None  # another regime
     assert champions.lookup("cpu_demo", "q4_K", "sm_90", 16, path) is None  # another arch
 
