@@ -104,8 +104,11 @@ def _optimize(session, trials: int | None, timeout: float | None) -> int:
 
 
 def cmd_run(args) -> int:
+    import experiments
     from campaign import session as session_mod
 
+    for params in args.enqueue or []:  # all checked before the study is opened or anything queued
+        session_mod.check_params(experiments.get(args.lever), params)
     session = session_mod.start(args.lever, _options(args), study_name=args.study, suite=args.suite,
                                 types=_types(args.types) if args.types else None)
     for params in args.enqueue or []:

@@ -72,5 +72,7 @@ def _tag_runs(ref: TrialRef, opts, j: Judgement, records: dict, retired: dict) -
     tracker.set_tags(ref.run_id, tags)
     tracker.log_metrics(ref.run_id, {"promotion.geomean_speedup": j.evaluation.perf.geomean_speedup})
     for champion_key, previous in retired.items():
-        if previous.get("tracking_uri") == tracker.uri:  # an old champion in another store stays as it is
+        # an old champion in another store stays as it is; so does one whose store is at the same
+        # path on another machine (champions.json travels with the repo, the store may not)
+        if previous.get("tracking_uri") == tracker.uri and tracker.has_run(previous["mlflow_run_id"]):
             tracker.set_tags(previous["mlflow_run_id"], {f"champion.{champion_key}": "retired"})

@@ -180,15 +180,31 @@ class Session:
 
     def enqueue(self, params: dict) -> None:
         """Have the next trial try these parameters (missing ones are sampled)."""
-        unknown = sorted(set(params) - set(self.lever.space))
-        if unknown:
-            raise CampaignError(f"lever {self.lever.name!r} has no parameters {', '.join(unknown)}; "
-                                f"its space: {', '.join(self.lever.space)}")
+        check_params(self.lever, params)
         self.study.enqueue_trial(params, skip_if_exists=True)
 
     def best(self) -> optuna.trial.FrozenTrial | None:
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         return max(complete, key=lambda t: t.value) if complete else None
+
+
+def check_params(lever, params: dict) -> None:
+    """Refuse parameters the lever's space cannot sample: Optuna would only fail on an enqueued
+    one mid-study, after the trials queued ahead of it had run."""
+    unknown = sorted(set(params) - set(lever.space))
+    if unknown:
+        raise CampaignError(f"lever {lever.name!r} has no parameters {', '.join(unknown)}; "
+                            f"its space: {', '.join(lever.space)}")
+    for name, value in params.items():
+        choices = lever.space[name]
+        if isinstance(choices, list):
+            ok, allowed = value in choices, f"one of {choices}"
+        else:
+            low, high, *step = choices
+            ok = isinstance(value, int) and low <= value <= high and (value - low) % (step[0] if step else 1) == 0
+            allowed = f"an int in {low}..{high}" + (f" step {step[0]}" if step else "")
+        if not ok:
+            raise CampaignError(f"lever {lever.name!r}: {name}={value!r} is outside its space ({allowed})")
 
 
 def start(lever_name: str, opts: Options, study_name: str | None = None, suite: str | None = None,

@@ -119,6 +119,15 @@ class Tracker:
     def log_params(self, run_id: str, params: dict) -> None:
         self._batch(run_id, params=params.items())
 
+    def has_run(self, run_id: str) -> bool:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+            return True
+        except MlflowException:
+            return False
+
     def set_tags(self, run_id: str, tags: dict) -> None:
         self._batch(run_id, tags=tags.items())
 

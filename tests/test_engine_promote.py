@@ -84,3 +84,25 @@ def test_run_with_promote_runs_the_whole_loop(root, capsys, test_levers):
     assert record == FAST[0]
     code, _, err = campaign.run("test_broken", "--trials", "1", "--types", "q4_K", "--promote")
     assert code != 0 and "not promoted" in err
+
+
+def test_promotion_retires_a_champion_whose_run_is_not_in_this_store(root, capsys):
+    """champions.json travels with the repo; the MLflow store it points at may be another machine's."""
+    from experiments.cpu_demo import LEVER as CPU_DEMO
+    from tests.conftest import Campaign
+
+    campaign = Campaign(root, None, None, capsys)
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", "--promote",
+                                  f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 0, err + out
+    path = root / "champions.json"
+    data = json.loads(path.read_text())
+    old = data["levers"]["cpu_demo"]["q4_K/cpu/tiny"]
+    old.update(params=CPU_DEMO.defaults, mlflow_run_id="0" * 32)  # slower, and its run lives elsewhere
+    path.write_text(json.dumps(data))
+
+    code, out, err = campaign("promote", "cpu_demo/0")
+    assert code == 0, err + out
+    record = json.loads(path.read_text())["levers"]["cpu_demo"]["q4_K/cpu/tiny"]
+    assert record["params"] == FAST[0] and record["history"][-1]["mlflow_run_id"] == "0" * 32
+

@@ -128,7 +128,15 @@ def test_bad_input_is_refused_in_one_line_and_nothing_recorded_is_lost(campaign,
     _one_line_error(*campaign("gate", "not-a-ref")[::2], "bad trial reference")
     _one_line_error(*campaign.run("cpu_demo", "--reps", "5", "--study", "shared", "--suite", "cpu_tiny")[::2],
                     ">= 20 reps")
+    # a candidate outside the space is refused before the ones ahead of it are queued or run
+    _one_line_error(*campaign.run("cpu_demo", "--study", "shared", "--suite", "cpu_tiny", "--trials", "2",
+                                  f"--enqueue={json.dumps(FAST[0])}",
+                                  f"--enqueue={json.dumps({**FAST[1], 'rows_per_tile': 96})}")[::2],
+                    "rows_per_tile=96 is outside its space (one of [64, 128, 256, 512, 1024])")
+    _one_line_error(*campaign.run("cpu_demo", "--study", "shared", "--enqueue", '{"tile": 3}')[::2],
+                    "has no parameters tile")
     assert snapshot() == before
+    assert not _study(campaign.storage, "shared").get_trials(states=(TrialState.WAITING,))
 
     study = _study(campaign.storage, "shared")
     study.set_user_attr("engine_schema", 99)  # as written by a newer engine
