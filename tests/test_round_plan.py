@@ -1,0 +1,47 @@
+"""scripts/round_plan.json is checked here, not on the GPU: every enqueued candidate must be in
+its lever's space and valid for every type its study runs (run 15 lost a study to a candidate
+outside the space), and the plan must expand into device_run.sh steps and a precompile list."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import experiments
+from campaign import workloads
+from campaign.session import check_params
+from gates.static import DEFAULT_SMEM_OPTIN, SMEM_OPTIN_BY_ARCH
+from kernels import families
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import round_plan  # noqa: E402
+
+STUDIES = json.loads(round_plan.PLAN.read_text())["studies"]
+H200 = {"arch": "sm_90", "smem_per_block_optin": SMEM_OPTIN_BY_ARCH.get("sm_90", DEFAULT_SMEM_OPTIN)}
+
+
+@pytest.mark.parametrize("study", STUDIES, ids=lambda s: f"{s['lever']}-{s['suite']}")
+def test_every_candidate_is_in_the_space_and_valid_for_every_type(study):
+    lever = experiments.get(study["lever"])
+    workloads.get(study["suite"])
+    family = families.get(lever.family)
+    for params in study["enqueue"]:
+        check_params(lever, params)
+        for qtype in study["types"].split(","):
+            assert qtype in lever.types
+            assert family.invalid({**lever.fixed, **params}, qtype, H200) is None, (qtype, params)
+
+
+def test_the_plan_expands_into_steps_and_a_precompile_list(tmp_path):
+    steps = round_plan.steps([])
+    assert steps.count("study") == len(STUDIES) and steps.count("--promote") == len(STUDIES)
+    assert steps[steps.index("bench"):][:2] == ["bench", "--types"]
+    levers_only = round_plan.steps(["levers"])
+    assert "bench" not in levers_only and levers_only.count("study") == sum(s["group"] == "levers" for s in STUDIES)
+    extra = round_plan.precompile_extra([])
+    assert sum(len(v) for v in extra.values()) == sum(len(s["enqueue"]) for s in STUDIES)
+    assert all(p["AREG"] == 1 for p in extra["mmq_wgmma"])  # the lever's fixed params are compiled in
+    with pytest.raises(SystemExit, match="unknown group"):
+        round_plan.steps(["nope"])
