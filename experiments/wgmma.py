@@ -5,7 +5,9 @@ per chunk the activation pass wrote pre-tiled, 2 TMA on f16 rows, 3 f32 rows con
 producer itself, no pass); each consumer warp dequantizes its 16 weight rows straight into wgmma
 A fragments (scales applied, exact f16 codes) while its previous `wgmma.mma_async` (A from
 registers, B from shared memory, f32 accumulators) runs. Searched: tile (BM weight rows x BN
-tokens), activation ring depth, raw weight slots, activation load; split-K is chosen at launch.
+tokens), activation ring depth, raw weight slots, activation load, CTAs per SM (MIN_BLOCKS: at
+small T a 16-token tile needs few registers, and two CTAs per SM hide more latency); split-K
+is chosen at launch.
 (XLOAD 0, cp.async rows, and its fence placement XSYNC lost to all three in run 12: not searched.)
 Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -22,8 +24,9 @@ LEVER = Lever(
         "STAGES": [2, 3, 4],
         "RAW": [2, 3, 4, 6],
         "XLOAD": [1, 2, 3],
+        "MIN_BLOCKS": [1, 2],
     },
-    fixed={"AREG": 1, "SPLITK": 0, "MIN_BLOCKS": 1, "XSYNC": 0},
+    fixed={"AREG": 1, "SPLITK": 0, "XSYNC": 0},
     defaults=mmq_wgmma.heuristic_params(4096),
     suite="dense",
     types=MMQ_BASE.types,
