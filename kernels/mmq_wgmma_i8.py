@@ -140,6 +140,28 @@ class MMQWgmmaI8Family(mmq_base.MMQFamily):
         return [DEFAULTS, *(heuristic_params(t) for t in (16, 64, 128, 2048))]
 
 
+def tile_q8_1(xq, bn: int) -> tuple[np.ndarray, np.ndarray]:
+    """What the activation pass writes for Q8_1 activations `xq` (kernels.quant.Q8_1Act), in numpy:
+    q uint8 [tiles, K / 128, bn * 128] (token row r of a tile, byte k of a step at the 128B-swizzled
+    offset 1024 (r // 8) + 128 (r % 8) + 16 ((k // 16) ^ (r % 8)) + k % 16) and scales float32
+    [tiles, K / 32, bn / 8, 4, 4] ((d[t], d[t + 1], d s[t], d s[t + 1]) for t = 8 i + 2 tq at [.., i, tq, :]);
+    tokens past T are zeros. The GPU test compares the pass's bytes with this."""
+    T, K = xq.q.shape
+    tiles = math.ceil(T / bn)
+    pad = tiles * bn - T
+    q = np.pad(xq.q, ((0, pad), (0, 0))).view(np.uint8).reshape(tiles, bn, K // STEP_K, 8, 16)
+    d = np.pad(xq.d.astype(np.float32), ((0, pad), (0, 0)))
+    ds = np.pad((xq.d.astype(np.float32) * xq.s.astype(np.float32)).astype(np.float32), ((0, pad), (0, 0)))
+    qt = np.zeros((tiles, K // STEP_K, bn // 8, 8, 8, 16), np.uint8)  # [tile][step][atom][row][unit][byte]
+    for r in range(bn):
+        for c in range(8):
+            qt[:, :, r // 8, r % 8, c ^ (r % 8), :] = q[:, r, :, c, :]
+    st = np.zeros((tiles, K // 32, bn // 8, 4, 4), np.float32)
+    for h, src in ((0, d), (2, ds)):  # [tile][i][tq][t parity][block] -> [tile][block][i][tq][parity]
+        st[..., h:h + 2] = src.reshape(tiles, bn // 8, 4, 2, K // 32).transpose(0, 4, 1, 2, 3)
+    return qt.reshape(tiles, K // STEP_K, bn * STEP_K), st
+
+
 def heuristic_params(T: int) -> dict:
     """Starting configurations per T (unmeasured: the register-A f16 kernel's tile shapes, BN capped
     where the s32 dots and f32 accumulators fit the consumers' registers)."""
