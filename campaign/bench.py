@@ -231,6 +231,8 @@ def main(argv=None) -> int:
              "mmq_fused_quant": Line("mmq_fused_quant", "mmq_fused_quant", "fused_quant"),
              "mmq_fused_quant_bf16": Line("mmq_fused_quant_bf16", "mmq_fused_quant", "fused_quant", (("XBF16", 1),)),
              "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
+             # int8 wgmma (s32.s8.s8) on Q8_1 activations: the time includes its tiled quantize pass
+             "mmq_wgmma_i8": Line("mmq_wgmma_i8", "mmq_wgmma_i8", "wgmma_i8"),
              # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
              "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
              # the unquantized anchor: bf16 weights already in memory, torch.mm alone

@@ -14,7 +14,7 @@ import numpy as np
 from kernels.family import Problem, Workload
 
 # most specialised first: a lever is only champion where it beat its incumbent
-LEVERS = ("wgmma", "adaptive_format", "fused_quant", "persistent_queue", "mmq_base")
+LEVERS = ("wgmma_i8", "wgmma", "adaptive_format", "fused_quant", "persistent_queue", "mmq_base")
 _built: dict = {}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import mmq_base, mmq_f16, mmq_wgmma  # noqa: E402
+from kernels import mmq_base, mmq_f16, mmq_wgmma, mmq_wgmma_i8  # noqa: E402
 
 
 def grid_f16(T: int) -> list[dict]:
@@ -88,6 +88,23 @@ def grid_wgmma_rs(T: int) -> list[dict]:
     return out
 
 
+def grid_wgmma_i8(T: int) -> list[dict]:
+    """The int8 wgmma kernel (mmq_wgmma_i8.cu): tiles (BN <= 128: registers) x raw slots x token
+    parts per block (NSPLIT 2: half the s32 registers, twice the wgmma groups)."""
+    if T <= 16:
+        tiles, raws = [(64, 16), (128, 16)], (4, 6)
+    elif T <= 64:
+        tiles, raws = [(64, 64), (128, 64), (128, 32)], (3, 4)
+    else:
+        tiles, raws = [(128, 128), (128, 64), (64, 128)], (2, 3)
+    out = []
+    for (bm, bn), raw, ns, st in itertools.product(tiles, raws, (1, 2), (3, 4)):
+        p = {"BM": bm, "BN": bn, "STAGES": st, "RAW": raw, "NSPLIT": ns, "SPLITK": 0}
+        if all(mmq_wgmma_i8.invalid_reason(p, q, {}) is None for q in ("q8_0", "q6_K")):
+            out.append(p)
+    return out
+
+
 def grid(T: int) -> list[dict]:
     """Candidate configurations for a token count (valid ones only)."""
     out = []
@@ -110,7 +127,7 @@ def grid(T: int) -> list[dict]:
 
 GRIDS = {"mmq_base": (mmq_base.FAMILY, grid), "mmq_f16": (mmq_f16.FAMILY, grid_f16),
          "mmq_wgmma": (mmq_wgmma.FAMILY, grid_wgmma), "mmq_wgmma_ws": (mmq_wgmma.FAMILY, grid_wgmma_ws),
-         "mmq_wgmma_rs": (mmq_wgmma.FAMILY, grid_wgmma_rs)}
+         "mmq_wgmma_rs": (mmq_wgmma.FAMILY, grid_wgmma_rs), "mmq_wgmma_i8": (mmq_wgmma_i8.FAMILY, grid_wgmma_i8)}
 
 
 def main() -> int:
