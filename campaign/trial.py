@@ -8,6 +8,7 @@ a candidate abandoned as hopelessly slow is PRUNED; neither is ever recorded as 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +16,7 @@ import optuna
 
 from campaign import incumbents as incumbents_mod
 from campaign import tracking, workloads
+from campaign.errors import CampaignError
 from campaign.study import sample, worker_attrs
 from experiments.base import Lever
 from gates import parity, perf
@@ -58,7 +60,12 @@ class Context:
 def make_context(lever: Lever, types: tuple[str, ...], suite_name: str, device, perf_config: perf.PerfConfig,
                  incumbent_specs: dict[str, incumbents_mod.IncumbentSpec]) -> Context:
     suite = workloads.get(suite_name)
-    suite_workloads = suite.workloads(types)
+    suite_workloads, skipped = suite.expand(types)
+    for reason in skipped:  # a K-quant cannot hold a K % 256 != 0 shape: said, not silent
+        print(f"skipped: {reason}", file=sys.stderr)
+    missing = [t for t in types if not any(w.qtype == t for w in suite_workloads)]
+    if missing:
+        raise CampaignError(f"suite {suite_name!r} has no workload for {','.join(missing)}: {'; '.join(skipped)}")
     rng = np.random.default_rng(PERF_INPUT_SEED)
     weights: dict = {}
     return Context(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from campaign.errors import UnknownNameError
 from kernels import moe_workloads, quant
 from kernels.family import Workload
+from kernels.moe_shapes import check_expert_shape
 
 # T regime of a workload: the dispatcher picks a champion per (qtype, arch, regime).
 # Bounds follow the tiles that win on the H200 (run 14): a 16-token tile at T <= 16, 64 up to 64,
@@ -51,9 +52,27 @@ class Suite:
     description: str = ""
     types: tuple[str, ...] = ()  # quant types run when none are asked for; () = all the lever claims
 
+    def expand(self, types: tuple[str, ...] | list[str]) -> tuple[list[Workload], list[str]]:
+        """(workloads, skipped): every case for every type, except a (type, shape) the type cannot
+        hold (K not whole blocks: DeepSeek-V2-Lite's K=1408 down projection for a K-quant), which
+        is skipped with the block rule's one-line reason (one per type and shape), never silently."""
+        out, skipped = [], {}
+        for qtype in types:
+            for c in self.cases:
+                try:
+                    check_expert_shape(qtype, c.M, c.K, f"suite {self.name}")
+                except ValueError as exc:
+                    skipped[str(exc)] = None
+                    continue
+                out.append(Workload(qtype, c.M, c.K, c.T, c.n_experts, c.top_k, c.routing))
+        return out, list(skipped)
+
     def workloads(self, types: tuple[str, ...] | list[str]) -> list[Workload]:
-        return [Workload(qtype, c.M, c.K, c.T, c.n_experts, c.top_k, c.routing)
-                for qtype in types for c in self.cases]
+        return self.expand(types)[0]
+
+    def skipped(self, types: tuple[str, ...] | list[str]) -> list[str]:
+        """Why the (type, shape) pairs that workloads() leaves out are left out."""
+        return self.expand(types)[1]
 
 
 _DENSE_PARITY = (  # each M, T and K value at least once; odd edges; 1 and 2 super-blocks

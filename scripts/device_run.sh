@@ -4,7 +4,9 @@
 # a tarball of the MLflow store land in $OUT (what the device tool brings back).
 #   device command:  bash scripts/device_run.sh [tests] [bench ARGS...] [study ARGS...]
 #   profile ARGS...: Nsight Compute sections of one launch of scripts/profile_kernel.py ARGS
-#                    (ncu --clock-control none: the card's clocks are left as they are)
+#                    (ncu --clock-control none: the card's clocks are left as they are), and its
+#                    dram__bytes_read.sum; NCU_KERNEL picks the kernel (default regex:_gemm$;
+#                    mmq_moe_grouped for the MoE GEMM)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
@@ -37,7 +39,8 @@ while [ $# -gt 0 ]; do
         moebench) run python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         profile) n=$(ls "$OUT"/ncu-*.txt 2>/dev/null | wc -l)
-               run ncu --clock-control none -k regex:'_gemm$' -s 2 -c 1 --section SpeedOfLight \
+               run ncu --clock-control none -k "${NCU_KERNEL:-regex:_gemm$}" -s 2 -c 1 --metrics dram__bytes_read.sum \
+                   --section SpeedOfLight \
                    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
                    --section WarpStateStats --section InstructionStats --section Occupancy --section SourceCounters \
                    -o "$OUT/ncu-$n" python3 scripts/profile_kernel.py "${args[@]}" > "$OUT/ncu-$n.txt" 2>&1 || status=1

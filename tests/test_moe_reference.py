@@ -213,3 +213,62 @@ def test_weight_traffic_counts():
     assert metrics["weight_traffic/fused_ratio"] == pytest.approx(4 / 3)
     with pytest.raises(ValueError, match="no expert has a token"):
         moe_traffic.weight_traffic(np.zeros(3), "q4_K", 8, 512, 4)
+
+
+@pytest.mark.parametrize("order,l2_tiles,dram_tiles", [
+    (0, 0, 5), (1, 0, 5),  # no cache: every load reaches DRAM
+    (0, 1, 5),  # a cache of one weight + one activation tile: ORDER 0 re-touches a row tile n_row CTAs later
+    (1, 1, 2),  # ORDER 1 re-touches it in the next CTA: each expert read once
+    (0, 10**6, 2), (1, 10**6, 2)])
+def test_dram_model_follows_the_launch_order(order, l2_tiles, dram_tiles):
+    """Experts of 9 and 5 tokens, token tile 4 (3 + 2 items), 2 row tiles of 4 rows: 5 expert loads."""
+    counts = np.array([0, 9, 5])
+    one = 8 * 2 * 144
+    window = 4 * 2 * 144 + 4 * (512 + 16 * 8)  # one weight row tile + one full activation tile (Q8_1)
+    t = moe_traffic.weight_traffic(counts, "q4_K", M=8, K=512, token_tile=4, BM=4, order=order,
+                                   l2_bytes=int(l2_tiles * window / moe_traffic.L2_SHARE))
+    assert t.fused_bytes == 5 * one and t.unique_bytes == 2 * one
+    assert t.fused_dram_bytes == dram_tiles * one
+    assert t.as_metrics()["weight_traffic/fused_dram_ratio"] == pytest.approx(dram_tiles / 2)
+
+
+def test_dram_model_at_t2048_of_the_real_shapes():
+    """The issue's goal (<= ~1.2x the unique expert bytes at T=2048) under the L2 model of a 50 MB L2,
+    and the global loads it takes the L2 to absorb (the 256-token tile needs it least)."""
+    for E, top_k, M, K, qtype in ((128, 8, 768, 2048, "q4_K"), (64, 6, 2048, 1408, "q8_0")):
+        for routing in ("uniform", "zipf"):
+            counts = moe_routing.bucket(moe_routing.make_routing(2048, E, top_k, routing,
+                                                                 np.random.default_rng(0)), E)[0]
+            for BN, order in ((64, 0), (64, 1), (256, 1)):
+                t = moe_traffic.weight_traffic(counts, qtype, M, K, BN, order=order, l2_bytes=50 * 2**20)
+                assert t.ratio("fused_dram") <= 1.2 < t.ratio("matvec")
+                assert t.ratio("fused") >= (2.0 if BN == 64 else 1.0)
+            assert moe_traffic.weight_traffic(counts, qtype, M, K, 256).ratio("fused") <= 1.4
+
+
+def test_mixed_suites_skip_the_k_quant_k1408_cases_saying_why():
+    from campaign import workloads
+
+    suite = workloads.get("moe_dsv2_lite")
+    wls, skipped = suite.expand(["q4_K", "q8_0"])
+    assert {(w.qtype, w.M, w.K) for w in wls} == {("q4_K", 1408, 2048), ("q8_0", 1408, 2048), ("q8_0", 2048, 1408)}
+    for qtype, M, K in {(w.qtype, w.M, w.K) for w in wls}:  # every T and routing, the empty expert too
+        cases = {(w.T, w.routing) for w in wls if (w.qtype, w.M, w.K) == (qtype, M, K)}
+        assert {T for T, _ in cases} == {128, 512, 2048} and {r for _, r in cases} == {"uniform", "zipf", "zipf_empty"}
+    assert len(skipped) == 1 and skipped == suite.skipped(["q4_K"])
+    assert "q4_K cannot hold expert weights M=2048 K=1408: K=1408 is not a multiple of 256" in skipped[0]
+    assert suite.workloads(["q4_K", "q8_0"]) == wls and workloads.get(suite.parity).skipped(["q8_0"]) == []
+
+
+def test_the_study_suite_is_small_and_holds_every_type():
+    from campaign import workloads
+
+    suite = workloads.get("moe_study")
+    for qtype in ("q4_K", "q5_K", "q6_K"):
+        wls, skipped = suite.expand([qtype])
+        assert len(wls) == 2 and len(skipped) == 1 and "K=1408" in skipped[0]
+    wls = suite.workloads(["q8_0"])
+    assert len(wls) == 3 and {w.T for w in wls} == {128, 2048} and any(w.K == 1408 for w in wls)
+    assert any(w.routing.endswith("_empty") for w in wls)
+    with pytest.raises(ValueError, match="q4_K cannot hold expert weights M=2048 K=1408"):
+        moe_workloads.moe_workloads("moe_dsv2_lite_down", ["q4_K"])

@@ -21,6 +21,8 @@
 //   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
 //   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
 //   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
+//   KTAIL 1 (q8_0 only) = K may end in a short super-block (K % 256 == 128, e.g. K = 1408): see
+//   issue_stage. With KTAIL 0 the preprocessor emits the code as it was before the macro existed.
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -30,6 +32,9 @@
 #endif
 #ifndef XBF16
 #define XBF16 0
+#endif
+#ifndef KTAIL
+#define KTAIL 0
 #endif
 #if FUSEQ
 #include <type_traits>
@@ -73,6 +78,9 @@ static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
 static_assert(kThreads <= 1024, "too many warps per CTA");
 static_assert(!XBF16 || FUSEQ, "XBF16 (bf16 activation rows) needs FUSEQ=1");
+static_assert(!KTAIL || QTYPE == 3, "KTAIL (a k tail shorter than 256) is for q8_0 only: K-quant rows are whole "
+                                    "256-wide super-blocks");
+static_assert(!(KTAIL && FUSEQ), "KTAIL stages Q8_1 activation rows (FUSEQ=0)");
 
 // ---- per-type constants: bytes per 256 k of one weight row, staged 16-byte chunks, groups ----
 #if QTYPE == 0
@@ -128,6 +136,14 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+#if KTAIL
+// Copies the first n (0..16) bytes of src and zero-fills the rest of the 16 (cp.async's src-size):
+// n == 0 reads nothing from global memory, so src then only has to be some valid address.
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, int n) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
+}
+__device__ __forceinline__ int chunk_bytes(int c, int valid) { return max(0, min(16, valid - 16 * c)); }
+#endif
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
@@ -197,11 +213,26 @@ __device__ __forceinline__ void issue_stage(uint8_t* stage, const TileArgs& A, i
     const size_t row_bytes = A.row_bytes;
     uint8_t* raw_w = stage;
     uint8_t* raw_x = stage + kRawWBytes;
+#if KTAIL
+    // K = 256 n + 128 (q8_0): the last super-block holds 4 of 8 blocks. Every byte past the
+    // super-block's real weight bytes (34 per 32 k), activation bytes (k) and scale groups
+    // (k / 32) is zero-filled in shared memory, never read from global memory: a zero q8_0
+    // block (d = 0, q = 0) against zero Q8_1 values (q = 0, d = 0, s = 0) adds exactly 0 to
+    // every accumulator, and the unpack/compute code runs unchanged. The launcher pads weight
+    // rows to a 16-byte stride so every super-block starts 16-byte aligned (q8_0 has no window).
+    const int k_here = min(256, K - kb * 256);  // 256, or 128 in the tail
+    const int w_valid = k_here / 32 * 34;
+#endif
     for (int i = threadIdx.x; i < BM * kRawChunks; i += kThreads) {
         const int r = i / kRawChunks, c = i % kRawChunks;
         const int row = min(row0 + r, M - 1);  // rows past M load row M-1; never stored
         const size_t off = w_offset(row, kb, row_bytes) & ~static_cast<size_t>(15);
+#if KTAIL
+        const int n = chunk_bytes(c, w_valid);
+        cp_async16_zfill(raw_w + r * kRawStride + c * 16, W + off + (n ? c * 16 : 0), n);
+#else
         cp_async16(raw_w + r * kRawStride + c * 16, W + off + c * 16);
+#endif
     }
 #if FUSEQ
     constexpr int kChunks = 256 * static_cast<int>(sizeof(XElem)) / 16;  // 16-byte chunks per token
@@ -220,6 +251,20 @@ __device__ __forceinline__ void issue_stage(uint8_t* stage, const TileArgs& A, i
     for (int i = threadIdx.x; i < BN * 20; i += kThreads) {
         const int t = i / 20, c = i % 20;
         const int tok = min(tok0 + t, tok_end - 1);  // rows past the tile's tokens load the last one
+#if KTAIL
+        // chunks of 16 k bytes, then 2 + 2 chunks of 4 scale groups (K % 128 == 0: whole chunks)
+        const int q_n = chunk_bytes(c, k_here), ds_n = chunk_bytes((c - 16) & 1, k_here / 8);
+        if (c < 16) {
+            cp_async16_zfill(raw_x + t * kQStride + c * 16,
+                             xq + static_cast<size_t>(tok) * K + kb * 256 + (q_n ? c * 16 : 0), q_n);
+        } else if (c < 18) {
+            cp_async16_zfill(raw_ds + t * 64 + (c - 16) * 16,
+                             xd + static_cast<size_t>(tok) * groups + kb * 8 + (ds_n ? (c - 16) * 4 : 0), ds_n);
+        } else {
+            cp_async16_zfill(raw_ds + t * 64 + 32 + (c - 18) * 16,
+                             xs + static_cast<size_t>(tok) * groups + kb * 8 + (ds_n ? (c - 18) * 4 : 0), ds_n);
+        }
+#else
         if (c < 16) {
             cp_async16(raw_x + t * kQStride + c * 16, xq + static_cast<size_t>(tok) * K + kb * 256 + c * 16);
         } else if (c < 18) {
@@ -227,6 +272,7 @@ __device__ __forceinline__ void issue_stage(uint8_t* stage, const TileArgs& A, i
         } else {
             cp_async16(raw_ds + t * 64 + 32 + (c - 18) * 16, xs + static_cast<size_t>(tok) * groups + kb * 8 + (c - 18) * 4);
         }
+#endif
     }
 #endif
 }
