@@ -18,6 +18,8 @@
 //   QTYPE 0=q4_K 1=q5_K 2=q6_K 3=q8_0, BM rows x BN tokens per CTA, WARPS_M x WARPS_N warps,
 //   STAGES 1..4 (1 = synchronous staging), CVT 0 = I2F conversion, 1 = exact magic-number add,
 //   MIN_BLOCKS for __launch_bounds__,
+//   RESCALE 0 = o += (d_x * sw) * float(I); 1 = o += d_x * (sw * I) with sw * I one FFMA on the
+//   mma's raw bits (see w_dot): fewer instructions per IMMA, the same two roundings,
 //   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
 //   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
 //   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
@@ -60,6 +62,9 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef RESCALE
+#define RESCALE 0
+#endif
 
 namespace mmq {
 
@@ -72,6 +77,7 @@ static_assert(BM % (16 * WARPS_M) == 0, "BM must be a multiple of 16 * WARPS_M (
 static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8 tiles per warp)");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
 static_assert(kThreads <= 1024, "too many warps per CTA");
+static_assert(RESCALE == 0 || RESCALE == 1, "RESCALE must be 0 or 1");
 static_assert(!XBF16 || FUSEQ, "XBF16 (bf16 activation rows) needs FUSEQ=1");
 
 // ---- per-type constants: bytes per 256 k of one weight row, staged 16-byte chunks, groups ----
@@ -156,6 +162,25 @@ __device__ __forceinline__ float to_f32(int v) { return __int_as_float(v) - 1258
 #else
 constexpr int kAccInit = 0;
 __device__ __forceinline__ float to_f32(int v) { return __int2float_rn(v); }
+#endif
+
+// RESCALE == 1: the weight scale goes in first, fused with the conversion. With CVT == 1 the mma's
+// raw result read as float is exactly kMagic + I (kMagic = 1.5 * 2^23 = 3 * 2^22), so
+//   sw * I = fmaf(sw, raw, -sw * kMagic)
+// and -sw * kMagic (dot_bias) is exact: every weight scale is an f16 times an integer of at most
+// 8 bits (q6_K's int8 scale; q4_K/q5_K 6 bits; q8_0 1), i.e. at most 19 significant bits, and
+// kMagic has 2, so the product fits f32's 24 (|sw| < 2^23: no overflow; f16 subnormals stay
+// normal in f32). The FFMA therefore rounds the exact sw * I once -- what a plain product of
+// sw and float(I) does -- and the accumulation o = fmaf(d_x, sw * I, o) rounds once more: two
+// roundings per group, as RESCALE == 0's (d_x * sw) then fmaf(., I, o). One FFMA replaces the
+// FADD conversion and the d_x * sw FMUL of every output element.
+// With CVT == 0 the I2F result is exact already: dot_bias is 0 and w_dot a plain product.
+#if CVT == 1
+__device__ __forceinline__ float dot_bias(float sw) { return sw * -12582912.0f; }
+__device__ __forceinline__ float w_dot(float sw, int v, float bias) { return fmaf(sw, __int_as_float(v), bias); }
+#else
+__device__ __forceinline__ float dot_bias(float) { return 0.0f; }
+__device__ __forceinline__ float w_dot(float sw, int v, float) { return sw * __int2float_rn(v); }
 #endif
 
 __device__ __forceinline__ float f16_at(const uint8_t* p) {  // 2-byte aligned f16
@@ -465,11 +490,41 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
                 const int mg = (wr0 >> 4) + mt;  // m16 tile index in the CTA
                 const uint4 a = wfrag[(mg * 8 + j) * 32 + lane];
                 const float4 ws = wscl[(mg * 8 + j) * 8 + g];
+                // RESCALE == 1: w_dot's biases of rows g and g + 8 (q6_K: of the high halves' scales),
+                // once per (group, m16 tile) for all its n8 tiles. (q8_0 could read them from its unused
+                // min slots, but the 16-byte load of ws then costs the 512-thread tile a spill.)
+                float nb0 = 0.0f, nb8 = 0.0f;
+                if constexpr (RESCALE == 1) {
+                    nb0 = (kGroupK == 16) ? dot_bias(ws.z) : dot_bias(ws.x);
+                    nb8 = (kGroupK == 16) ? dot_bias(ws.w) : dot_bias(ws.y);
+                }
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
                     float* o = acc[mt][nt];
                     const float4 x4 = xs4[nt];
-                    if constexpr (kGroupK == 32) {
+                    if constexpr (kGroupK == 32 && RESCALE == 1) {
+                        int c[4];
+                        mma_k32(c, a.x, a.y, a.z, a.w, b[nt][0], b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x, w_dot(ws.x, c[0], nb0), o[0]);
+                        o[1] = fmaf(x4.y, w_dot(ws.x, c[1], nb0), o[1]);
+                        o[2] = fmaf(x4.x, w_dot(ws.y, c[2], nb8), o[2]);
+                        o[3] = fmaf(x4.y, w_dot(ws.y, c[3], nb8), o[3]);
+                        if constexpr (kHasMin) {  // rank-1 weight-min term
+                            o[0] = fmaf(-ws.z, x4.z, o[0]);
+                            o[1] = fmaf(-ws.z, x4.w, o[1]);
+                            o[2] = fmaf(-ws.w, x4.z, o[2]);
+                            o[3] = fmaf(-ws.w, x4.w, o[3]);
+                        }
+                    } else if constexpr (kGroupK == 16 && RESCALE == 1) {
+                        // q6_K: sw_lo * I_lo + round(sw_hi * I_hi) in one FFMA, then d_x: 4 per element
+                        int cl[4], ch[4];
+                        mma_k16(cl, a.x, a.y, b[nt][0], kAccInit);
+                        mma_k16(ch, a.z, a.w, b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x, fmaf(ws.x, to_f32(cl[0]), w_dot(ws.z, ch[0], nb0)), o[0]);
+                        o[1] = fmaf(x4.y, fmaf(ws.x, to_f32(cl[1]), w_dot(ws.z, ch[1], nb0)), o[1]);
+                        o[2] = fmaf(x4.x, fmaf(ws.y, to_f32(cl[2]), w_dot(ws.w, ch[2], nb8)), o[2]);
+                        o[3] = fmaf(x4.y, fmaf(ws.y, to_f32(cl[3]), w_dot(ws.w, ch[3], nb8)), o[3]);
+                    } else if constexpr (kGroupK == 32) {
                         int c[4];
                         mma_k32(c, a.x, a.y, a.z, a.w, b[nt][0], b[nt][1], kAccInit);
                         o[0] = fmaf(x4.x * ws.x, to_f32(c[0]), o[0]);
