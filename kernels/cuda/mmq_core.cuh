@@ -20,6 +20,8 @@
 //   MIN_BLOCKS for __launch_bounds__,
 //   RESCALE 0 = o += (d_x * sw) * float(I); 1 = o += d_x * (sw * I) with sw * I one FFMA on the
 //   mma's raw bits (see w_dot): fewer instructions per IMMA, the same two roundings,
+//   Q6SUB (q6_K only) 0 = q6 - 32 by __vsubss4 (saturating, emulated in ~8 instructions per word),
+//   1 = by a per-byte add that cannot carry and an xor (2 instructions; q6 - 32 never saturates),
 //   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
 //   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
 //   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
@@ -65,6 +67,9 @@
 #ifndef RESCALE
 #define RESCALE 0
 #endif
+#ifndef Q6SUB
+#define Q6SUB 0
+#endif
 
 namespace mmq {
 
@@ -78,6 +83,7 @@ static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
 static_assert(kThreads <= 1024, "too many warps per CTA");
 static_assert(RESCALE == 0 || RESCALE == 1, "RESCALE must be 0 or 1");
+static_assert(Q6SUB == 0 || Q6SUB == 1, "Q6SUB must be 0 or 1");
 static_assert(!XBF16 || FUSEQ, "XBF16 (bf16 activation rows) needs FUSEQ=1");
 
 // ---- per-type constants: bytes per 256 k of one weight row, staged 16-byte chunks, groups ----
@@ -299,7 +305,13 @@ __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
     const uint32_t ql = u32_at2(blk + 64 * n + 32 * (r & 1) + 4 * p);
     const uint32_t qh = u32_at2(blk + 128 + 32 * n + 4 * p);
     const uint32_t q6 = ((ql >> (4 * (r >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * r)) & 0x03030303u) << 4);
+#if Q6SUB
+    // 0..63 -> -32..31 in each byte: q6 + 0x60 <= 0x9F carries into no neighbour, and flipping
+    // bit 7 takes 0x80 off (q6 >= 32) or adds it (q6 < 32): (q6 - 32) mod 256, the int8 q6 - 32
+    return (q6 + 0x60606060u) ^ 0x80808080u;
+#else
     return __vsubss4(q6, 0x20202020u);  // 0..63 -> -32..31, four bytes at once
+#endif
 #else
     return u32_at2(blk + 34 * j + 2 + 4 * p);
 #endif
