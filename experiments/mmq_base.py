@@ -16,9 +16,12 @@ LEVER = Lever(
         "STAGES": [1, 2],
         "CVT": [0, 1],
         "MIN_BLOCKS": [1, 2],
+        "RESCALE": [0, 1],  # 1: weight scale fused into the int -> float FFMA (mmq_core.cuh w_dot)
+        "Q6SUB": [0, 1],  # q6_K unpack: 1 = q6 - 32 by a carry-free per-byte add (others: no effect)
     },
     fixed={"SPLITK": 0},
-    defaults={"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT": 1, "MIN_BLOCKS": 1},
+    defaults={"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT": 1, "MIN_BLOCKS": 1,
+              "RESCALE": 0, "Q6SUB": 0},
     suite="dense",
     types=("q4_K", "q5_K", "q6_K", "q8_0"),
     incumbent="dequant_cublas",

@@ -22,9 +22,13 @@ RAW_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210, "q8_0": 272}
 RAW_CHUNKS = {"q4_K": 9, "q5_K": 11, "q6_K": 14, "q8_0": 17}
 WEIGHT_PAD = 256  # bytes past the last row: the q6_K aligned window may read up to 14 beyond
 
+# RESCALE (mmq_core.cuh): 0 = (d_x * sw) * float(I) per element, 1 = d_x * (sw * I) with the weight
+# scale fused into the int -> float conversion (one FFMA): fewer instructions per IMMA, default 0 so
+# the existing configurations' code is unchanged. Q6SUB (q6_K's unpack): 1 = q6 - 32 by a per-byte
+# subtract that cannot borrow instead of the emulated saturating __vsubss4; no effect on other types.
 DEFAULTS = {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT": 1, "MIN_BLOCKS": 1,
-            "SPLITK": 0}
-COMPILE_KEYS = ("BM", "BN", "WARPS_M", "WARPS_N", "STAGES", "CVT", "MIN_BLOCKS")
+            "RESCALE": 0, "Q6SUB": 0, "SPLITK": 0}
+COMPILE_KEYS = ("BM", "BN", "WARPS_M", "WARPS_N", "STAGES", "CVT", "MIN_BLOCKS", "RESCALE", "Q6SUB")
 
 
 def heuristic_params(T: int) -> dict:
@@ -71,6 +75,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"BN={p['BN']} is not a multiple of 8*WARPS_N={8 * p['WARPS_N']}"
     if not 1 <= p["STAGES"] <= 4:
         return f"STAGES={p['STAGES']} outside 1..4"
+    for key in ("RESCALE", "Q6SUB"):
+        if p[key] not in (0, 1):
+            return f"{key}={p[key]} is not 0 or 1"
     if threads(p) > 1024:
         return f"{threads(p)} threads per CTA > 1024"
     limit = device_info.get("smem_per_block_optin", 227 * 1024)

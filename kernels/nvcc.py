@@ -252,6 +252,34 @@ def sass_arch(sass: str) -> str | None:
     return m.group(1) if m else None
 
 
+_SASS_INSN_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:\{\s*)?(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)([^;]*);")
+
+
+def sass_main_loop(sass: str, function: str, op: str = "IMMA") -> tuple[collections.Counter, collections.Counter]:
+    """Opcodes of a kernel's main loop, split at its last barrier: (before, after).
+
+    The main loop is the widest backward branch whose body holds `op`. For the MMQ tile loop the
+    part after the last barrier is the unrolled compute (fragment loads, IMMA, rescale: straight-line
+    code, so these counts are per iteration); the part before it holds the staging and unpack
+    loops, counted once per static instruction (their trip counts are not in the SASS).
+    """
+    text = sass_functions(sass).get(function, "")
+    ins = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_INSN_RE.finditer(text)]
+    best: list = []
+    for i, (addr, opcode, rest) in enumerate(ins):
+        target = re.search(r"0x([0-9a-f]+)", rest) if opcode == "BRA" else None
+        if target and int(target.group(1), 16) < addr:
+            start = int(target.group(1), 16)
+            body = [x for x in ins[:i + 1] if x[0] >= start]
+            if len(body) > len(best) and any(o == op for _, o, _ in body):
+                best = body
+    if not best:
+        raise CompileError(f"{function}: no loop holding {op} in the SASS")
+    bars = [j for j, (_, o, _) in enumerate(best) if o == "BAR"]
+    cut = bars[-1] + 1 if bars else 0
+    return (collections.Counter(o for _, o, _ in best[:cut]), collections.Counter(o for _, o, _ in best[cut:]))
+
+
 LOCAL_MEMORY_OPS = ("LDL", "STL")
 
 

@@ -4,8 +4,10 @@ and split-K at each T. Output: one CSV + a printed table, best first per T.
 
     python3 scripts/sweep_mmq.py --out $OUT [--types q4_K] [--Ts 16,64,...] [--list]
     --list prints the compile-time configurations (to precompile them off the GPU).
+A grid is grid(T) or grid(T, qtype) (a grid whose options matter for one type only).
 """
 import argparse
+import inspect
 import itertools
 import json
 import sys
@@ -125,7 +127,26 @@ def grid(T: int) -> list[dict]:
     return out
 
 
-GRIDS = {"mmq_base": (mmq_base.FAMILY, grid), "mmq_f16": (mmq_f16.FAMILY, grid_f16),
+# mmq_base's large-T tiles (docs/sweeps/2026-12-02-run4-best.json, heuristic_params): 16 warps of
+# 32x32 at one CTA per SM (the heuristic, with and without cp.async staging), and two CTAs per SM of
+# 8 warps (32x32 warp tiles; and run 4's q4_K best, 64x32 warp tiles, which spill 160+ bytes at 128 registers).
+RESCALE_TILES = [
+    {"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 2, "MIN_BLOCKS": 1},
+    {"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 1, "MIN_BLOCKS": 1},
+    {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 1, "MIN_BLOCKS": 2},
+    {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1, "MIN_BLOCKS": 2},
+]
+
+
+def grid_rescale(T: int, qtype: str) -> list[dict]:
+    """Old against new inner-loop options on the large-T tiles, one row each: RESCALE 0/1 (every
+    type), and for q6_K also Q6SUB 0/1 (its unpack; the others compile the same code either way)."""
+    subs = (0, 1) if qtype == "q6_K" else (0,)
+    return [{**tile, "RESCALE": r, "Q6SUB": q, "SPLITK": 1}
+            for tile, r, q in itertools.product(RESCALE_TILES, (0, 1), subs)]
+
+
+GRIDS = {"mmq_base": (mmq_base.FAMILY, grid), "mmq_base_rescale": (mmq_base.FAMILY, grid_rescale), "mmq_f16": (mmq_f16.FAMILY, grid_f16),
          "mmq_wgmma": (mmq_wgmma.FAMILY, grid_wgmma), "mmq_wgmma_ws": (mmq_wgmma.FAMILY, grid_wgmma_ws),
          "mmq_wgmma_rs": (mmq_wgmma.FAMILY, grid_wgmma_rs), "mmq_wgmma_i8": (mmq_wgmma_i8.FAMILY, grid_wgmma_i8)}
 
@@ -141,9 +162,15 @@ def main() -> int:
     ap.add_argument("--family", default="mmq_base", choices=list(GRIDS))
     args = ap.parse_args()
     Ts = [int(t) for t in args.Ts.split(",")]
-    family, configs = GRIDS[args.family]
+    family, grid_fn = GRIDS[args.family]
+    typed = "qtype" in inspect.signature(grid_fn).parameters
+
+    def configs(T: int, qtype: str) -> list[dict]:
+        return grid_fn(T, qtype) if typed else grid_fn(T)
+
     if args.list:  # {family: [params]}: the --extra file of scripts/precompile.py
-        seen = {json.dumps({k: v for k, v in p.items() if k != "SPLITK"}, sort_keys=True) for T in Ts for p in configs(T)}
+        seen = {json.dumps({k: v for k, v in p.items() if k != "SPLITK"}, sort_keys=True)
+                for T in Ts for qtype in args.types.split(",") for p in configs(T, qtype)}
         print(json.dumps({family.name: [json.loads(s) for s in sorted(seen)]}))
         return 0
 
@@ -176,7 +203,7 @@ def main() -> int:
             rows.append(dict(type=qtype, T=T, config="q8_1 quantize pass", us=tq.median * 1e6, tflops=0.0))
             for b in (xb, q, d, s):
                 b.release()
-            for p in configs(T):
+            for p in configs(T, qtype):
                 try:
                     variant = family.build(p, qtype, device)
                 except Exception as exc:  # a configuration that cannot launch is a row, not a crash
@@ -187,7 +214,9 @@ def main() -> int:
                 t = perf.time_variant(device, bound, reps=args.reps)
                 rows.append(dict(type=qtype, T=T, config=json.dumps(p), us=t.median * 1e6,
                                  tflops=prob.workload.flops / t.median / 1e12, splitk=bound.splitk,
-                                 regs=variant.resources.get("registers")))
+                                 regs=variant.resources.get("registers"),
+                                 spill=variant.resources.get("spill_store_bytes", 0)
+                                 + variant.resources.get("spill_load_bytes", 0)))
                 bound.release()
             best = max((r for r in rows if r["T"] == T and r["type"] == qtype), key=lambda r: r["tflops"])
             print(f"{qtype} T={T}: quant {tq.median * 1e6:.1f} us; best {best['tflops']:.1f} TFLOP/s {best['config']}",

@@ -18,6 +18,10 @@
 //   QTYPE 0=q4_K 1=q5_K 2=q6_K 3=q8_0, BM rows x BN tokens per CTA, WARPS_M x WARPS_N warps,
 //   STAGES 1..4 (1 = synchronous staging), CVT 0 = I2F conversion, 1 = exact magic-number add,
 //   MIN_BLOCKS for __launch_bounds__,
+//   RESCALE 0 = o += (d_x * sw) * float(I); 1 = o += d_x * (sw * I) with sw * I one FFMA on the
+//   mma's raw bits (see w_dot): fewer instructions per IMMA, the same two roundings,
+//   Q6SUB (q6_K only) 0 = q6 - 32 by __vsubss4 (saturating, emulated in ~8 instructions per word),
+//   1 = by a per-byte add that cannot carry and an xor (2 instructions; q6 - 32 never saturates),
 //   FUSEQ 1 = the activations arrive as float32 rows (bf16 with XBF16 1) and are quantized to Q8_1
 //   in the unpack pass (q8_1.cuh's code, so the bytes equal the standalone quantizer's); the
 //   scheduler kernel sets TileArgs::x instead of xq/xd/xs (mmq.cu's grid kernel does).
@@ -65,6 +69,12 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef RESCALE
+#define RESCALE 0
+#endif
+#ifndef Q6SUB
+#define Q6SUB 0
+#endif
 
 namespace mmq {
 
@@ -77,6 +87,8 @@ static_assert(BM % (16 * WARPS_M) == 0, "BM must be a multiple of 16 * WARPS_M (
 static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8 tiles per warp)");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
 static_assert(kThreads <= 1024, "too many warps per CTA");
+static_assert(RESCALE == 0 || RESCALE == 1, "RESCALE must be 0 or 1");
+static_assert(Q6SUB == 0 || Q6SUB == 1, "Q6SUB must be 0 or 1");
 static_assert(!XBF16 || FUSEQ, "XBF16 (bf16 activation rows) needs FUSEQ=1");
 static_assert(!KTAIL || QTYPE == 3, "KTAIL (a k tail shorter than 256) is for q8_0 only: K-quant rows are whole "
                                     "256-wide super-blocks");
@@ -172,6 +184,25 @@ __device__ __forceinline__ float to_f32(int v) { return __int_as_float(v) - 1258
 #else
 constexpr int kAccInit = 0;
 __device__ __forceinline__ float to_f32(int v) { return __int2float_rn(v); }
+#endif
+
+// RESCALE == 1: the weight scale goes in first, fused with the conversion. With CVT == 1 the mma's
+// raw result read as float is exactly kMagic + I (kMagic = 1.5 * 2^23 = 3 * 2^22), so
+//   sw * I = fmaf(sw, raw, -sw * kMagic)
+// and -sw * kMagic (dot_bias) is exact: every weight scale is an f16 times an integer of at most
+// 8 bits (q6_K's int8 scale; q4_K/q5_K 6 bits; q8_0 1), i.e. at most 19 significant bits, and
+// kMagic has 2, so the product fits f32's 24 (|sw| < 2^23: no overflow; f16 subnormals stay
+// normal in f32). The FFMA therefore rounds the exact sw * I once -- what a plain product of
+// sw and float(I) does -- and the accumulation o = fmaf(d_x, sw * I, o) rounds once more: two
+// roundings per group, as RESCALE == 0's (d_x * sw) then fmaf(., I, o). One FFMA replaces the
+// FADD conversion and the d_x * sw FMUL of every output element.
+// With CVT == 0 the I2F result is exact already: dot_bias is 0 and w_dot a plain product.
+#if CVT == 1
+__device__ __forceinline__ float dot_bias(float sw) { return sw * -12582912.0f; }
+__device__ __forceinline__ float w_dot(float sw, int v, float bias) { return fmaf(sw, __int_as_float(v), bias); }
+#else
+__device__ __forceinline__ float dot_bias(float) { return 0.0f; }
+__device__ __forceinline__ float w_dot(float sw, int v, float) { return sw * __int2float_rn(v); }
 #endif
 
 __device__ __forceinline__ float f16_at(const uint8_t* p) {  // 2-byte aligned f16
@@ -320,7 +351,13 @@ __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
     const uint32_t ql = u32_at2(blk + 64 * n + 32 * (r & 1) + 4 * p);
     const uint32_t qh = u32_at2(blk + 128 + 32 * n + 4 * p);
     const uint32_t q6 = ((ql >> (4 * (r >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * r)) & 0x03030303u) << 4);
+#if Q6SUB
+    // 0..63 -> -32..31 in each byte: q6 + 0x60 <= 0x9F carries into no neighbour, and flipping
+    // bit 7 takes 0x80 off (q6 >= 32) or adds it (q6 < 32): (q6 - 32) mod 256, the int8 q6 - 32
+    return (q6 + 0x60606060u) ^ 0x80808080u;
+#else
     return __vsubss4(q6, 0x20202020u);  // 0..63 -> -32..31, four bytes at once
+#endif
 #else
     return u32_at2(blk + 34 * j + 2 + 4 * p);
 #endif
@@ -511,11 +548,41 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
                 const int mg = (wr0 >> 4) + mt;  // m16 tile index in the CTA
                 const uint4 a = wfrag[(mg * 8 + j) * 32 + lane];
                 const float4 ws = wscl[(mg * 8 + j) * 8 + g];
+                // RESCALE == 1: w_dot's biases of rows g and g + 8 (q6_K: of the high halves' scales),
+                // once per (group, m16 tile) for all its n8 tiles. (q8_0 could read them from its unused
+                // min slots, but the 16-byte load of ws then costs the 512-thread tile a spill.)
+                float nb0 = 0.0f, nb8 = 0.0f;
+                if constexpr (RESCALE == 1) {
+                    nb0 = (kGroupK == 16) ? dot_bias(ws.z) : dot_bias(ws.x);
+                    nb8 = (kGroupK == 16) ? dot_bias(ws.w) : dot_bias(ws.y);
+                }
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
                     float* o = acc[mt][nt];
                     const float4 x4 = xs4[nt];
-                    if constexpr (kGroupK == 32) {
+                    if constexpr (kGroupK == 32 && RESCALE == 1) {
+                        int c[4];
+                        mma_k32(c, a.x, a.y, a.z, a.w, b[nt][0], b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x, w_dot(ws.x, c[0], nb0), o[0]);
+                        o[1] = fmaf(x4.y, w_dot(ws.x, c[1], nb0), o[1]);
+                        o[2] = fmaf(x4.x, w_dot(ws.y, c[2], nb8), o[2]);
+                        o[3] = fmaf(x4.y, w_dot(ws.y, c[3], nb8), o[3]);
+                        if constexpr (kHasMin) {  // rank-1 weight-min term
+                            o[0] = fmaf(-ws.z, x4.z, o[0]);
+                            o[1] = fmaf(-ws.z, x4.w, o[1]);
+                            o[2] = fmaf(-ws.w, x4.z, o[2]);
+                            o[3] = fmaf(-ws.w, x4.w, o[3]);
+                        }
+                    } else if constexpr (kGroupK == 16 && RESCALE == 1) {
+                        // q6_K: sw_lo * I_lo + round(sw_hi * I_hi) in one FFMA, then d_x: 4 per element
+                        int cl[4], ch[4];
+                        mma_k16(cl, a.x, a.y, b[nt][0], kAccInit);
+                        mma_k16(ch, a.z, a.w, b[nt][1], kAccInit);
+                        o[0] = fmaf(x4.x, fmaf(ws.x, to_f32(cl[0]), w_dot(ws.z, ch[0], nb0)), o[0]);
+                        o[1] = fmaf(x4.y, fmaf(ws.x, to_f32(cl[1]), w_dot(ws.z, ch[1], nb0)), o[1]);
+                        o[2] = fmaf(x4.x, fmaf(ws.y, to_f32(cl[2]), w_dot(ws.w, ch[2], nb8)), o[2]);
+                        o[3] = fmaf(x4.y, fmaf(ws.y, to_f32(cl[3]), w_dot(ws.w, ch[3], nb8)), o[3]);
+                    } else if constexpr (kGroupK == 32) {
                         int c[4];
                         mma_k32(c, a.x, a.y, a.z, a.w, b[nt][0], b[nt][1], kAccInit);
                         o[0] = fmaf(x4.x * ws.x, to_f32(c[0]), o[0]);
