@@ -52,7 +52,7 @@ def promote(j: Judgement, opts) -> dict[str, dict]:
     lever = experiments.get(ref.lever)
     base = {"lever": lever.name, "family": lever.family, "params": ref.params, "study": ref.study,
             "trial": ref.trial, "mlflow_run_id": ref.run_id or "", "tracking_uri": ref.tracking_uri or ""}
-    records = rule.champion_records(j.evaluation.perf, j.arch, base)
+    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape)
     path = paths.champions_file(opts.root)
     retired = {}
     for champion_key, record in records.items():
