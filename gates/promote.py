@@ -23,15 +23,19 @@ def verdict(gates: list[GateResult]) -> GateResult:
     return GateResult("promote", True, {"wins": by_name["perf"].numbers.get("wins", "")})
 
 
-def champion_records(perf_report, arch: str, base: dict, per_shape: bool = False) -> dict[str, dict]:
+def champion_records(perf_report, arch: str, base: dict, per_shape: bool = False,
+                     claims=None) -> dict[str, dict]:
     """One champions.json record per winning group, keyed 'qtype/arch/regime', or with
     `per_shape` 'qtype/arch/regime/MxK' (the group's one shape; several shapes in one group
-    are refused: its verdict would be promoted for a shape that may have lost)."""
+    are refused: its verdict would be promoted for a shape that may have lost).
+    `claims(workload) -> bool`: groups with no claimed workload get no record."""
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     records = {}
     for group in perf_report.wins:
         mine = [r.workload for r in perf_report.results
                 if r.workload.qtype == group.qtype and regime(r.workload.T) == group.regime]
+        if claims is not None and not any(claims(w) for w in mine):
+            continue
         shape = None
         if per_shape:
             shapes = sorted({(w.M, w.K) for w in mine})

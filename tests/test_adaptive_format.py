@@ -1,7 +1,6 @@
 """The adaptive_format composite off the GPU: which kernel each T gets, the union resource
 record the static gate judges, the parity gate's per-part checks (with CPU stand-in parts,
 so the gate's own code runs), per-shape suites and promotion records, the round plan."""
-import dataclasses
 import json
 from pathlib import Path
 
@@ -160,31 +159,47 @@ def test_per_shape_promotion_keys_records_by_shape_and_refuses_a_mixed_group():
     assert set(records) == {"q4_K/sm_90/large/4096x14336", "q4_K/sm_90/tiny/4096x14336"}
     assert records["q4_K/sm_90/large/4096x14336"]["shape"] == [4096, 14336]
     assert set(promote.champion_records(report, "sm_90", {})) == {"q4_K/sm_90/large", "q4_K/sm_90/tiny"}
+    # the composite's own kernel runs only at T >= 128: the tiny group (T=16) won by the int8
+    # stand-in gets no record (promotion.promote passes the family's route as `claims`)
+    own = promote.champion_records(report, "sm_90", {}, per_shape=True,
+                                   claims=lambda w: FAMILY.route({CROSSOVER: 128}, w.T) is not None)
+    assert set(own) == {"q4_K/sm_90/large/4096x14336"}
     mixed = _report([(256, (4096, 14336)), (1024, (4096, 4096))], 1.5)
     with pytest.raises(PromotionRefused, match="2 shapes in group q4_K/large"):
         promote.champion_records(mixed, "sm_90", {}, per_shape=True)
 
 
-def test_a_per_shape_lever_promoted_through_the_cli_gets_a_shape_keyed_champion(root, capsys):
-    """The whole loop on the CPU (cpu_demo kernels, one-shape suite cpu_tiny): schema 2 file,
-    a record keyed by shape, and the dispatcher's shape lookup finds it."""
-    from campaign import champions
-    from tests.conftest import Campaign
-    from tests.test_engine_study import FAST
+def test_promoting_the_composite_writes_shape_keyed_champions_where_its_own_kernel_runs(tmp_path):
+    """campaign.promotion.promote on a judged adaptive_format trial (gates given, not timed: the
+    CPU is shared and noisy): schema-2 file, records keyed by shape, none for the regime that
+    ran only the int8 stand-in, and the dispatcher takes the f16 part from the crossover on."""
+    from types import SimpleNamespace
 
-    from experiments.cpu_demo import LEVER as CPU_DEMO
-    lever = experiments.register(dataclasses.replace(CPU_DEMO, name="test_per_shape", per_shape=True))
-    try:
-        campaign = Campaign(root, None, None, capsys)
-        code, out, err = campaign.run(lever.name, "--suite", "cpu_tiny", "--types", "q4_K", "--trials", "1",
-                                      "--promote", f"--enqueue={json.dumps(FAST[0])}")
-        assert code == 0, err + out
-        data = json.loads((root / "champions.json").read_text())
-        assert data["schema"] == 2 and list(data["levers"][lever.name]) == ["q4_K/cpu/tiny/128x512"]
-        found = champions.lookup_shaped(lever.name, "q4_K", "cpu", 5, 128, 512, root / "champions.json")
-        assert found[0] == "q4_K/cpu/tiny/128x512" and found[1]["params"] == FAST[0]
-    finally:
-        experiments.unregister(lever.name)
+    from campaign import promotion
+    from campaign.refs import TrialRef
+    from campaign.trial import Evaluation
+    from gates.result import GateResult
+    from kernels import dispatch
+
+    params = {**TILE, "SPLITK": 0, CROSSOVER: 256}
+    report = _report([(16, (4096, 14336)), (512, (4096, 14336)), (1024, (4096, 14336))], 1.5)
+    gates = [GateResult("static", True), GateResult("parity", True), report.gate]
+    ref = TrialRef("adaptive_format", params, "dense_xover_4096x14336", ("q4_K",), "xover", 3, None, None, None)
+    judged = promotion.Judgement(ref, "sm_90", Evaluation(params, gates=gates, perf=report), promote.verdict(gates))
+    records = promotion.promote(judged, SimpleNamespace(root=tmp_path))
+    assert set(records) == {"q4_K/sm_90/large/4096x14336"}  # tiny (T=16 < 256): the int8 stand-in's win
+    data = json.loads((tmp_path / "champions.json").read_text())
+    assert data["schema"] == 2 and data["levers"]["adaptive_format"]["q4_K/sm_90/large/4096x14336"]["params"] == params
+    path = tmp_path / "champions.json"
+    assert dispatch.choose("q4_K", "sm_90", 512, path, 4096, 14336)[:2] == ("mmq_f16", {**TILE, "SPLITK": 0})
+    assert dispatch.choose("q4_K", "sm_90", 200, path, 4096, 14336)[0] == "mmq_base"
+    # a trial whose every win lies below its crossover is refused, nothing written
+    low = _report([(16, (4096, 4096))], 1.5)
+    gates = [GateResult("static", True), GateResult("parity", True), low.gate]
+    judged = promotion.Judgement(ref, "sm_90", Evaluation(params, gates=gates, perf=low), promote.verdict(gates))
+    with pytest.raises(PromotionRefused, match="won only where its own kernel does not run"):
+        promotion.promote(judged, SimpleNamespace(root=tmp_path))
+    assert json.loads(path.read_text()) == data
 
 
 def test_round_plan_studies_the_crossover_per_shape_with_valid_candidates():
