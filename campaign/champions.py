@@ -5,14 +5,21 @@
                                                   "study": ..., "trial": ..., "speedup": ...,
                                                   "promoted_at": ..., "history": [older records]}}}}
 
-The dispatcher calls `lookup(family_or_lever, qtype, arch, T)`. Writes go through a lock
-file and an atomic rename, so a reader never sees half a file and no promotion is lost.
+Schema 2 adds shape-keyed records, "q4_K/sm_90/large/4096x14336" (M x K), for levers whose
+parameters are tuned per shape (Lever.per_shape: adaptive_format's crossover T). A file is
+written as schema 2 only once it holds such a key, so files without them stay readable by
+schema-1 engines; a file newer than this engine is refused.
+
+The dispatcher calls `lookup(family_or_lever, qtype, arch, T)` and, for a shape, `lookup_shaped`.
+Writes go through a lock file and an atomic rename, so a reader never sees half a file and no
+promotion is lost.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -21,11 +28,22 @@ from campaign import paths
 from campaign.errors import CampaignError
 from campaign.workloads import regime
 
-SCHEMA = 1
+SCHEMA = 2
+SHAPED_SCHEMA = 2  # the first schema with shape-keyed records
 
 
-def key(qtype: str, arch: str, regime_name: str) -> str:
-    return f"{qtype}/{arch}/{regime_name}"
+def key(qtype: str, arch: str, regime_name: str, shape: tuple[int, int] | None = None) -> str:
+    base = f"{qtype}/{arch}/{regime_name}"
+    return f"{base}/{shape[0]}x{shape[1]}" if shape else base
+
+
+def key_shape(champion_key: str) -> tuple[int, int] | None:
+    """(M, K) of a shape-keyed record's key, None for a (qtype, arch, regime) key."""
+    parts = champion_key.split("/")
+    if len(parts) != 4:
+        return None
+    m, k = parts[3].split("x")
+    return int(m), int(k)
 
 
 def default_path() -> Path:
@@ -35,13 +53,14 @@ def default_path() -> Path:
 def load(path: Path | None = None) -> dict:
     path = Path(path or default_path())
     if not path.exists():
-        return {"schema": SCHEMA, "levers": {}}
+        return {"schema": 1, "levers": {}}  # the oldest schema that describes it (see _schema_of)
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise CampaignError(f"{path} is not valid JSON ({exc}); fix or move it, nothing was changed") from None
     if data.get("schema", 0) > SCHEMA:
-        raise CampaignError(f"{path} has schema {data['schema']}, newer than this engine's {SCHEMA}")
+        raise CampaignError(f"{path} has schema {data['schema']}, newer than this engine's {SCHEMA}: "
+                            f"update the engine to read it; nothing was changed")
     data.setdefault("levers", {})
     return data
 
@@ -62,6 +81,26 @@ def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | Non
     return dict(record["params"]) if record else None
 
 
+def lookup_shaped(lever: str, qtype: str, arch: str, T: int, M: int, K: int,
+                  path: Path | None = None) -> tuple[str, dict] | None:
+    """(key, record) of `lever`'s shape-keyed champion at (qtype, arch, regime(T)) for the
+    shape (M, K): that shape's own record, else the record of the nearest promoted shape
+    (distance |log2 M/M'| + |log2 K/K'|; ties go to the smaller key), else None. The key
+    says which shape was used, so a caller can report an approximation as one."""
+    entries = load(path)["levers"].get(lever, {})
+    prefix = key(qtype, arch, regime(T)) + "/"
+    shaped = {k: r for k, r in entries.items() if k.startswith(prefix) and key_shape(k)}
+    if not shaped:
+        return None
+
+    def distance(k: str) -> float:
+        m, kk = key_shape(k)
+        return abs(math.log2(M / m)) + abs(math.log2(K / kk))
+
+    best = min(sorted(shaped), key=distance)
+    return best, shaped[best]
+
+
 @contextlib.contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +117,12 @@ def _write_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _schema_of(data: dict) -> int:
+    """The oldest schema that can describe `data`: 2 once any record is shape-keyed."""
+    shaped = any(key_shape(k) for entries in data["levers"].values() for k in entries)
+    return SHAPED_SCHEMA if shaped else 1
+
+
 def promote(lever: str, champion_key: str, record: dict, path: Path | None = None) -> dict | None:
     """Make `record` the champion of (lever, key); the previous one goes to its history. Returns it."""
     path = Path(path or default_path())
@@ -89,5 +134,6 @@ def promote(lever: str, champion_key: str, record: dict, path: Path | None = Non
         if previous:
             history = previous.pop("history", []) + [previous]
         entries[champion_key] = {**record, "history": history}
+        data["schema"] = max(data.get("schema", 1), _schema_of(data))
         _write_atomic(path, data)
     return previous

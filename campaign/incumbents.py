@@ -35,7 +35,10 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
     target = experiments.get(lever.incumbent) if lever.incumbent else lever
     specs = {}
     for w in workloads:
-        record = champions.current(target.name, champions.key(w.qtype, arch, regime(w.T)), champions_path)
+        # a per-shape lever's champion of this very shape, else the (qtype, arch, regime) one
+        record = (champions.current(target.name, champions.key(w.qtype, arch, regime(w.T), (w.M, w.K)),
+                                    champions_path)
+                  or champions.current(target.name, champions.key(w.qtype, arch, regime(w.T)), champions_path))
         if record:
             specs[w.label()] = IncumbentSpec(target.name, record["family"], record["params"], "champion",
                                              record.get("mlflow_run_id", ""))

@@ -17,6 +17,7 @@ from campaign.refs import TrialRef
 from campaign.trial import Evaluation, evaluate, make_context
 from gates import promote as rule
 from gates.result import GateResult
+from kernels import families
 
 
 @dataclass
@@ -52,7 +53,14 @@ def promote(j: Judgement, opts) -> dict[str, dict]:
     lever = experiments.get(ref.lever)
     base = {"lever": lever.name, "family": lever.family, "params": ref.params, "study": ref.study,
             "trial": ref.trial, "mlflow_run_id": ref.run_id or "", "tracking_uri": ref.tracking_uri or ""}
-    records = rule.champion_records(j.evaluation.perf, j.arch, base)
+    route = getattr(families.get(lever.family), "route", None)
+    # a composite (adaptive_format) is champion only where its own kernel runs: a group won
+    # entirely below its crossover was won by the int8 stand-in, which the dispatcher never takes
+    runs_own = (lambda w: route(ref.params, w.T) is not None) if route else None
+    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape, claims=runs_own)
+    if not records:
+        raise PromotionRefused(f"not promoted: {ref.label()}: it won only where its own kernel does not run "
+                               f"({j.verdict.numbers.get('wins', '')})")
     path = paths.champions_file(opts.root)
     retired = {}
     for champion_key, record in records.items():

@@ -75,6 +75,9 @@ class Suite:
         return self.expand(types)[1]
 
 
+DENSE_SHAPES = ((4096, 4096), (4096, 14336), (14336, 4096))  # (M, K): Llama-8B-like projections
+XOVER_TS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+
 _DENSE_PARITY = (  # each M, T and K value at least once; odd edges; 1 and 2 super-blocks
     Case(1, 256, 1), Case(37, 512, 5), Case(145, 256, 67),
     Case(145, 512, 1), Case(1, 512, 67), Case(37, 256, 67),
@@ -86,7 +89,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           description="smoke test of the CPU demo: seconds per trial"),
     Suite("cpu_small", grid([(1024, 512), (256, 2048)], [1, 16, 64]), parity="parity", types=("q4_K", "q8_0"),
           description="the CPU demo's campaign suite"),
-    Suite("dense", grid([(4096, 4096), (4096, 14336), (14336, 4096)], [16, 128, 512, 2048]), parity="parity",
+    Suite("dense", grid(list(DENSE_SHAPES), [16, 128, 512, 2048]), parity="parity",
           description="GPU dense prefill GEMMs (Llama-8B-like projections)"),
     # one T regime of the shape llama.cpp's MMQ was measured at: a study per regime, so each
     # regime gets its own champion (the dispatcher keys champions by regime)
@@ -101,6 +104,11 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     # one T per regime: a lever's gain over its incumbent across the whole range in one study
     Suite("dense_span", grid([(4096, 14336)], [16, 64, 128, 1024]), parity="parity",
           description="llama.cpp anchor shape, one T per regime"),
+    # one shape each, T dense around where the f16 path overtakes int8: adaptive_format's
+    # crossover T is found per shape (a study per suite, champions keyed by shape)
+    *(Suite(f"dense_xover_{M}x{K}", grid([(M, K)], list(XOVER_TS)), parity="parity",
+            description=f"{M}x{K} from T=16 to 2048: where the f16 path overtakes int8")
+      for M, K in DENSE_SHAPES),
 )}
 SUITES.update({name: moe_workloads.moe_suite(name) for name in moe_workloads.MOE_SUITE_NAMES})  # real MoE models
 

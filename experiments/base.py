@@ -33,6 +33,10 @@ class Lever:
     margin: float = 0.02  # required gain over the noise floor (fraction)
     sass_claims: tuple[str, ...] = ()  # e.g. ("IMMA",) checked by the static gate
     allow_spills: bool = False
+    # champions keyed by (qtype, arch, T regime, shape) instead of (qtype, arch, T regime): its
+    # parameters are tuned per (M, K) shape (adaptive_format's crossover T); each of its suites
+    # must hold one shape (promotion refuses otherwise)
+    per_shape: bool = False
     description: str = ""
 
     def check(self, params: dict, device_info: dict) -> str | None:

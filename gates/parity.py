@@ -9,13 +9,15 @@ family.parity == "bf16" / "f16" (dequantized weights, rounded activations, f32 a
   |out - gemm_float64| <= (2u + K * 2**-24) * (|W| @ |x|^T) elementwise, u the unit roundoff
   of the format (bf16 2**-8, f16 2**-11): one rounding of w and of x, plus worst-case f32 sums.
 A NaN or Inf anywhere fails (a poisoned element the kernel never wrote stays NaN).
+family.parity == "parts" (a composite, e.g. kernels/mmq_adaptive.py): each part under its own
+contract on every workload, then the composite as dispatched (see run_parts).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gates.inputs import random_problem
-from gates.result import GateResult
+from gates.result import GateResult, merge
 from kernels import moe_reference, quant, reference
 from kernels.family import Problem, Variant, Workload
 
@@ -97,24 +99,56 @@ def check_one(variant: Variant, w: Workload, rng: np.random.Generator, mode: str
     return compare(out, refs, tight_tol)
 
 
+PARTS = "parts"  # a composite family (kernels/mmq_adaptive.py): each part under its own contract
+
+
 def run(variant: Variant, workloads: list[Workload], rng: np.random.Generator, mode: str | None = None,
         tight_tol: float = TIGHT_TOL) -> GateResult:
     """Check `variant` on the workloads of its qtype; mode defaults to its family's parity."""
     if mode is None:
         from kernels import families
         mode = families.get(variant.family).parity
+    if mode == PARTS:
+        return run_parts(variant, workloads, rng, tight_tol)
     if mode != "int" and mode not in UNIT_ROUNDOFF:
-        raise ValueError(f"unknown parity mode {mode!r} (int, {', '.join(UNIT_ROUNDOFF)})")
+        raise ValueError(f"unknown parity mode {mode!r} (int, {', '.join(UNIT_ROUNDOFF)}, {PARTS})")
+    return _run_each(variant, workloads, rng, lambda w: mode, tight_tol)
+
+
+def run_parts(variant: Variant, workloads: list[Workload], rng: np.random.Generator,
+              tight_tol: float = TIGHT_TOL) -> GateResult:
+    """A composite (variant.impl.parts: name -> Variant, variant.impl.part_for(T)): every part on
+    every workload under its own family's contract, so each path is checked whatever T the
+    composite would send to it; then the composite as dispatched, each workload judged by the
+    contract of the part its T selects."""
+    from kernels import families
+
+    def mode_of(v: Variant) -> str:
+        return families.get(v.family).parity
+
+    verdicts = {name: run(part, workloads, rng, mode_of(part), tight_tol)
+                for name, part in variant.impl.parts.items()}
+    verdicts["dispatched"] = _run_each(variant, workloads, rng,
+                                       lambda w: mode_of(variant.impl.part_for(w.T)), tight_tol)
+    for name, verdict in verdicts.items():  # one metric per (part, workload), not the last part's
+        verdict.details = {f"{name} {label}": d for label, d in verdict.details.items()}
+    return merge("parity", verdicts)
+
+
+def _run_each(variant: Variant, workloads: list[Workload], rng: np.random.Generator, mode_of,
+              tight_tol: float) -> GateResult:
     mine = [w for w in workloads if w.qtype == variant.qtype]
     if not mine:
         return GateResult("parity", False, {"workloads": 0}, f"no parity workloads for {variant.qtype}")
-    details, failures = {}, []
+    details, failures, modes = {}, [], set()
     for w in mine:
+        mode = mode_of(w)
+        modes.add(mode)
         numbers, reason = check_one(variant, w, rng, mode, tight_tol)
         details[w.label()] = numbers
         if reason:
             failures.append(f"{w.label()}: {reason}")
-    numbers = {"mode": mode, "workloads": len(mine), "failed": len(failures)}
+    numbers = {"mode": "+".join(sorted(modes)), "workloads": len(mine), "failed": len(failures)}
     for key in ("tight_rel", "loose_ratio"):
         values = [d[key] for d in details.values() if key in d]
         if values:

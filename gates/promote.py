@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 from campaign.champions import key
+from campaign.errors import PromotionRefused
 from campaign.workloads import regime
 from gates.result import GateResult
 
@@ -22,15 +23,29 @@ def verdict(gates: list[GateResult]) -> GateResult:
     return GateResult("promote", True, {"wins": by_name["perf"].numbers.get("wins", "")})
 
 
-def champion_records(perf_report, arch: str, base: dict) -> dict[str, dict]:
-    """One champions.json record per winning group, keyed 'qtype/arch/regime'."""
+def champion_records(perf_report, arch: str, base: dict, per_shape: bool = False,
+                     claims=None) -> dict[str, dict]:
+    """One champions.json record per winning group, keyed 'qtype/arch/regime', or with
+    `per_shape` 'qtype/arch/regime/MxK' (the group's one shape; several shapes in one group
+    are refused: its verdict would be promoted for a shape that may have lost).
+    `claims(workload) -> bool`: groups with no claimed workload get no record."""
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     records = {}
     for group in perf_report.wins:
-        labels = [r.workload.label() for r in perf_report.results
-                  if r.workload.qtype == group.qtype and regime(r.workload.T) == group.regime]
-        records[key(group.qtype, arch, group.regime)] = {
+        mine = [r.workload for r in perf_report.results
+                if r.workload.qtype == group.qtype and regime(r.workload.T) == group.regime]
+        if claims is not None and not any(claims(w) for w in mine):
+            continue
+        shape = None
+        if per_shape:
+            shapes = sorted({(w.M, w.K) for w in mine})
+            if len(shapes) != 1:
+                raise PromotionRefused(f"per-shape lever judged on {len(shapes)} shapes in group {group.key} "
+                                       f"({', '.join(f'{m}x{k}' for m, k in shapes)}): study one shape per suite")
+            shape = shapes[0]
+        records[key(group.qtype, arch, group.regime, shape)] = {
             **base, "qtype": group.qtype, "arch": arch, "regime": group.regime, "speedup": group.speedup,
-            "noise_floor": group.noise_floor, "margin": group.margin, "workloads": labels, "promoted_at": now,
+            "noise_floor": group.noise_floor, "margin": group.margin, "workloads": [w.label() for w in mine],
+            "promoted_at": now, **({"shape": list(shape)} if shape else {}),
         }
     return records

@@ -4,6 +4,13 @@ It picks, for (qtype, the device's arch, the T regime), the promoted champion of
 lever in LEVERS that has one (champions.json, written by `campaign promote`), and falls back
 to mmq_base with its per-T heuristic where no champion exists. Variants are built once per
 (family, params, qtype) and reused.
+
+Per-shape levers (Lever.per_shape, e.g. adaptive_format) keep a champion per (M, K) shape as
+well: with the weight's shape, the dispatcher takes that shape's record, else the nearest
+promoted shape's (the origin says which). A composite champion (a family with `route`, e.g.
+kernels/mmq_adaptive.py) names the one kernel it runs at T, or declines (adaptive_format below
+its crossover T): the next lever in LEVERS then decides, so the int8 side of the crossover is
+whichever int8 champion exists.
 """
 from __future__ import annotations
 
@@ -18,15 +25,42 @@ LEVERS = ("wgmma_i8", "wgmma", "adaptive_format", "fused_quant", "persistent_que
 _built: dict = {}
 
 
-def choose(qtype: str, arch: str, T: int, champions_path=None) -> tuple[str, dict, str]:
-    """(family, params, origin) the dispatcher runs for this workload."""
-    import experiments
+def _champion(lever: str, qtype: str, arch: str, T: int, shape, path) -> tuple[dict, str] | None:
+    """(params, where from) of the lever's champion: shape-keyed first, then per regime."""
     from campaign import champions
 
+    if shape:
+        found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path)
+        if found:
+            champion_key, record = found
+            used = champions.key_shape(champion_key)
+            how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
+            return dict(record["params"]), f"{how} {used[0]}x{used[1]}"
+    params = champions.lookup(lever, qtype, arch, T, path=path)
+    return (params, "regime") if params is not None else None
+
+
+def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = None,
+           K: int | None = None) -> tuple[str, dict, str]:
+    """(family, params, origin) the dispatcher runs for this workload (M, K: the weight's
+    shape, which per-shape champions need; without it only regime champions are used)."""
+    import experiments
+    from kernels import families
+
+    shape = (M, K) if M and K else None
     for lever in LEVERS:
-        params = champions.lookup(lever, qtype, arch, T, path=champions_path)
-        if params is not None:
-            return experiments.get(lever).family, params, f"champion of {lever}"
+        found = _champion(lever, qtype, arch, T, shape, champions_path)
+        if found is None:
+            continue
+        params, where = found
+        family = experiments.get(lever).family
+        route = getattr(families.get(family), "route", None)
+        if route is not None:  # a composite: the one kernel it runs at T, or none
+            routed = route(params, T)
+            if routed is None:
+                continue
+            family, params = routed
+        return family, params, f"champion of {lever} ({where})"
     from kernels import mmq_base
 
     return "mmq_base", mmq_base.heuristic_params(T), "mmq_base heuristic (no champion)"
@@ -40,7 +74,7 @@ def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_
     device = device or open_device("cuda")
     x = np.ascontiguousarray(x, dtype=np.float32)
     T, K = x.shape
-    family, params, _origin = choose(qtype, device.info["arch"], T, champions_path)
+    family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K)
     key = (family, qtype, json.dumps(params, sort_keys=True))
     if key not in _built:
         _built[key] = families.get(family).build(params, qtype, device)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call of a campaign round on the H200, as scripts/round_plan.json lays it out: a
 # study per T regime of the `wgmma` lever over all four types (group "wgmma"), the round-1 levers'
-# studies (group "levers"), each promoting only where every gate is green, then the full dense
+# studies (group "levers"), adaptive_format's crossover T per dense shape (group "adaptive": a
+# study per `dense_xover_<M>x<K>` suite, q4_K), each promoting only where every gate is green, then the full dense
 # bench (group "bench": 4 types x 3 shapes x 8 T, the champions just promoted, both cuBLAS
 # anchors, mmq_base). Optional first arguments: the groups to run (default all); anything after
 # `--` is passed on to device_run.sh first (e.g. `-- tests -k wgmma -x`).

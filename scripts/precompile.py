@@ -7,6 +7,7 @@ For every type, each CUDA family gets compiled at:
   - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
     PRECOMPILE = {family name: [params, ...]},
   - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]}.
+A composite family (mmq_adaptive) is compiled as its parts (mmq_f16 and mmq_base configurations).
 Configurations a family calls invalid for a type are skipped (and said so). Then the runtime
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
 
@@ -61,6 +62,21 @@ def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return found
 
 
+def expand_composites(configs: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """A composite family (one with `parts`, e.g. mmq_adaptive) is compiled as its parts: each
+    part's configuration under the part's family, which is what the composite's build loads."""
+    out: dict[str, list[dict]] = {}
+    for name, params_list in configs.items():
+        parts = getattr(families.get(name), "parts", None)
+        if parts is None:
+            merge(out, {name: params_list})
+            continue
+        for params in params_list:
+            for _part, family, part_params in parts(params):
+                merge(out, {family: [part_params]})
+    return out
+
+
 def jobs(configs: dict[str, list[dict]], types: list[str], arch: str) -> list[tuple[str, dict, str]]:
     """(family name, params, qtype) for each distinct source text; invalid ones reported and skipped."""
     info = {"arch": arch, "smem_per_block_optin": SMEM_OPTIN_BY_ARCH.get(nvcc.arch_base(arch), DEFAULT_SMEM_OPTIN)}
@@ -100,6 +116,7 @@ def main() -> int:
     configs = extra if args.only_extra else family_configs(extra)
     if args.families:
         configs = {name: c for name, c in configs.items() if name in args.families.split(",")}
+    configs = expand_composites(configs)
     todo = jobs(configs, args.types.split(","), args.arch)
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 

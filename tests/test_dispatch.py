@@ -35,3 +35,88 @@ def test_picks_the_champion_of_the_regime_and_prefers_specialised_levers(tmp_pat
     # fused quantization promoted at small T: it takes over from the plain int8 champion there
     _promote(path, "fused_quant", "mmq_fused_quant", "q4_K", "small", {**small, "XBF16": 0})
     assert dispatch.choose("q4_K", "sm_90", 64, path)[:2] == ("mmq_fused_quant", {**small, "XBF16": 0})
+
+
+# ---- adaptive_format: a crossover T per shape (champions keyed by shape, schema 2)
+
+F16 = {"BM": 64, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1, "SPLITK": 0}
+
+
+def _promote_shape(path, shape, regime, crossover, lever="adaptive_format", family="mmq_adaptive", params=F16):
+    champions.promote(lever, champions.key("q4_K", "sm_90", regime, shape),
+                      {"lever": lever, "family": family, "params": {**params, "CROSSOVER_T": crossover},
+                       "promoted_at": "2026-12-04T00:00:00"}, path=path)
+
+
+def test_adaptive_champion_switches_format_at_its_crossover_not_at_the_regime_boundary(tmp_path):
+    path = tmp_path / "champions.json"
+    _promote_shape(path, (4096, 14336), "large", 256)  # large regime: T > 128
+    _promote_shape(path, (4096, 14336), "medium", 256)
+    int8 = {"BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 3}
+    _promote(path, "mmq_base", "mmq_base", "q4_K", "large", int8)
+
+    def choose(T, M=4096, K=14336):
+        return dispatch.choose("q4_K", "sm_90", T, path, M=M, K=K)
+
+    # at and above the crossover: the f16 part with the champion's tiles, CROSSOVER_T stripped
+    assert choose(256)[:2] == ("mmq_f16", F16)
+    assert choose(4096)[:2] == ("mmq_f16", F16)
+    assert choose(4096)[2] == "champion of adaptive_format (shape 4096x14336)"
+    # below it, inside the same regime: the composite declines and the int8 champion runs
+    assert choose(200)[:2] == ("mmq_base", int8)
+    assert choose(255)[:2] == ("mmq_base", int8)
+    # medium regime below the crossover, no int8 champion there: the mmq_base heuristic
+    assert choose(128) == ("mmq_base", mmq_base.heuristic_params(128), "mmq_base heuristic (no champion)")
+
+
+def test_each_shape_uses_its_own_crossover_and_an_unknown_shape_the_nearest(tmp_path):
+    path = tmp_path / "champions.json"
+    _promote_shape(path, (4096, 14336), "large", 512)
+    _promote_shape(path, (4096, 4096), "large", 256)
+    _promote_shape(path, (14336, 4096), "large", 1024)
+    at_300 = {shape: dispatch.choose("q4_K", "sm_90", 300, path, *shape)[0]
+              for shape in [(4096, 14336), (4096, 4096), (14336, 4096)]}
+    assert at_300 == {(4096, 14336): "mmq_base", (4096, 4096): "mmq_f16", (14336, 4096): "mmq_base"}
+    assert dispatch.choose("q4_K", "sm_90", 600, path, 4096, 14336)[0] == "mmq_f16"
+    assert dispatch.choose("q4_K", "sm_90", 600, path, 14336, 4096)[0] == "mmq_base"
+    # 4096x11008 (not studied) is nearest to 4096x14336: its crossover 512 applies, and the origin says so
+    family, _, origin = dispatch.choose("q4_K", "sm_90", 600, path, 4096, 11008)
+    assert (family, origin) == ("mmq_f16", "champion of adaptive_format (nearest shape 4096x14336)")
+    assert dispatch.choose("q4_K", "sm_90", 300, path, 4096, 11008)[0] == "mmq_base"
+    # without the weight's shape, per-shape champions are not used
+    assert dispatch.choose("q4_K", "sm_90", 4096, path)[2] == "mmq_base heuristic (no champion)"
+    # another type, arch or regime: no shape-keyed champion there
+    assert dispatch.choose("q6_K", "sm_90", 4096, path, 4096, 14336)[0] == "mmq_base"
+    assert dispatch.choose("q4_K", "sm_90", 100, path, 4096, 14336)[0] == "mmq_base"
+
+
+def test_a_more_specialised_lever_still_wins_over_the_adaptive_champion(tmp_path):
+    path = tmp_path / "champions.json"
+    _promote_shape(path, (4096, 14336), "large", 128)
+    wg = {"BM": 128, "BN": 256, "STAGES": 4}
+    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "large", wg)
+    assert dispatch.choose("q4_K", "sm_90", 1024, path, 4096, 14336)[:2] == ("mmq_wgmma", wg)
+
+
+def test_schema_1_files_still_load_and_shape_keys_upgrade_the_file_to_schema_2(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    import pytest
+
+    from campaign.errors import CampaignError
+
+    path = tmp_path / "champions.json"
+    shutil.copy(Path(__file__).resolve().parents[1] / "champions.json", path)  # the repo's own, schema 1
+    assert json.loads(path.read_text())["schema"] == 1
+    assert dispatch.choose("q4_K", "sm_90", 1024, path, 4096, 14336)[0] == "mmq_wgmma"
+    _promote(path, "mmq_base", "mmq_base", "q4_K", "tiny", mmq_base.heuristic_params(16))
+    assert json.loads(path.read_text())["schema"] == 1  # no shape key: still readable by schema-1 engines
+    _promote_shape(path, (4096, 4096), "large", 256)
+    data = json.loads(path.read_text())
+    assert data["schema"] == 2 and data["levers"]["wgmma"]  # nothing else changed or lost
+    assert dispatch.choose("q4_K", "sm_90", 1024, path, 4096, 4096)[0] == "mmq_wgmma"
+    path.write_text(json.dumps({**data, "schema": champions.SCHEMA + 1}))
+    with pytest.raises(CampaignError, match=r"schema 3, newer than this engine's 2: update the engine"):
+        dispatch.choose("q4_K", "sm_90", 1024, path, 4096, 4096)
