@@ -10,8 +10,6 @@ timing does not depend on the values, and parity is gated separately on quantize
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import json
 import math
 import time
@@ -72,12 +70,8 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
         return found, "sweep"
     from kernels import families
 
-    module = importlib.import_module(type(families.get(line.family)).__module__)  # where the family lives
-    heuristic = getattr(module, "heuristic_params", None)
-    if heuristic is not None:  # families with per-T (and, where it matters, per-type) starting configurations
-        typed = "qtype" in inspect.signature(heuristic).parameters
-        return (heuristic(T, qtype) if typed else heuristic(T)), "heuristic"
-    return {}, "fixed"
+    heuristic = families.heuristic(line.family, T, qtype)
+    return (heuristic, "heuristic") if heuristic is not None else ({}, "fixed")
 
 
 def time_point(device, variant, problem: Problem, reps: int, warmup: int):

@@ -1,5 +1,7 @@
 """What a candidate must beat on each workload: the champion of the lever's incumbent for
-(qtype, arch, T regime), or that lever's defaults before any promotion.
+(qtype, arch, T regime); before any promotion, what the dispatcher would run there instead --
+the incumbent family's per-T heuristic where it has one (mmq_base's 16-token tile at T=16, not
+its 64-token defaults), else that lever's defaults.
 
 A lever whose `incumbent` is None is a baseline: it is measured against its own defaults.
 """
@@ -23,7 +25,7 @@ class IncumbentSpec:
     lever: str
     family: str
     params: dict
-    origin: str  # "champion" or "defaults"
+    origin: str  # "champion", "heuristic" or "defaults"
     mlflow_run_id: str = ""
 
     def to_json(self) -> dict:
@@ -42,6 +44,8 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
         if record:
             specs[w.label()] = IncumbentSpec(target.name, record["family"], record["params"], "champion",
                                              record.get("mlflow_run_id", ""))
+        elif (heuristic := families.heuristic(target.family, w.T, w.qtype)) is not None:
+            specs[w.label()] = IncumbentSpec(target.name, target.family, {**target.fixed, **heuristic}, "heuristic")
         else:
             specs[w.label()] = IncumbentSpec(target.name, target.family, {**target.fixed, **target.defaults},
                                              "defaults")

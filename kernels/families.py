@@ -42,3 +42,12 @@ def get(name: str):
     if family is None:
         raise UnknownNameError(f"module {module_name} defines no FAMILY for family {name!r}")
     return family
+
+
+def heuristic(name: str, T: int, qtype: str) -> dict | None:
+    """The family's starting configuration for (T, qtype) -- what runs before a study promotes a
+    champion -- from its module's `heuristic_params(T, qtype)`, or None if it has none."""
+    module = importlib.import_module(type(get(name)).__module__)  # where the family lives
+    found = getattr(module, "heuristic_params", None)
+    return found(T, qtype) if found else None
+

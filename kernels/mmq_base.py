@@ -31,7 +31,7 @@ DEFAULTS = {"BM": 128, "BN": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 2, "CVT":
 COMPILE_KEYS = ("BM", "BN", "WARPS_M", "WARPS_N", "STAGES", "CVT", "MIN_BLOCKS", "RESCALE", "Q6SUB")
 
 
-def heuristic_params(T: int) -> dict:
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:  # one tile for every type
     """A starting configuration per token count, used until a study promotes a champion
     (from the q4_K 4096x14336 sweep of 2026-12-02, docs/perf-log.md)."""
     if T <= 32:

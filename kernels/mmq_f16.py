@@ -88,7 +88,7 @@ class MMQF16Family(mmq_base.MMQFamily):
         return self.bound_class(device, variant, handle, problem)
 
 
-def heuristic_params(T: int) -> dict:
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:  # one tile for every type
     """Starting configurations per T (q4_K 4096x14336 sweep of 2026-12-02: two CTAs per SM
     with one stage beat deeper staging at one CTA per SM)."""
     if T <= 64:

@@ -55,7 +55,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     return f"shared memory {need} B > device limit {limit} B" if need > limit else None
 
 
-def heuristic_params(T: int) -> dict:
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:  # one tile for every type
     """Starting configurations per T until a study promotes a champion: mmq_base's small-T tile,
     and for larger T tiles that leave room for the f32 staging (mmq_base's wider ones do not fit
     227 KB). Not swept yet."""

@@ -162,7 +162,7 @@ def tile_q8_1(xq, bn: int) -> tuple[np.ndarray, np.ndarray]:
     return qt.reshape(tiles, K // STEP_K, bn * STEP_K), st
 
 
-def heuristic_params(T: int) -> dict:
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:  # one tile for every type
     """Starting configurations per T (unmeasured: the register-A f16 kernel's tile shapes, BN capped
     where the s32 dots and f32 accumulators fit the consumers' registers)."""
     if T <= 16:

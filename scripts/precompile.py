@@ -4,6 +4,7 @@ which the device call carries: the GPU's minutes go to running, not nvcc.
 For every type, each CUDA family gets compiled at:
   - the defaults of every CUDA lever that names it (the incumbents are levers too),
   - its own `precompile_configs()` when it has one (mmq_base: the per-T heuristics),
+  - every champion in champions.json (and a wgmma champion's TMA form, for the f16-input bench line),
   - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
     PRECOMPILE = {family name: [params, ...]},
   - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]}.
@@ -51,10 +52,26 @@ def test_configs() -> dict[str, list[dict]]:
     return found
 
 
+def champion_configs() -> dict[str, list[dict]]:
+    """Every promoted champion's configuration (what the dispatcher and the bench run); a wgmma
+    champion also as XLOAD=2, the TMA form the bench's f16-input line runs its tile in."""
+    from campaign import champions
+
+    found: dict[str, list[dict]] = {}
+    for entries in champions.load()["levers"].values():
+        for record in entries.values():
+            params = record["params"]
+            merge(found, {record["family"]: [params]})
+            if record["family"] == "mmq_wgmma":
+                merge(found, {"mmq_wgmma": [{**params, "XLOAD": 2}]})
+    return found
+
+
 def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     merge(found, {lv.family: [{**lv.fixed, **lv.defaults}] for lv in experiments.all_levers() if lv.backend == "cuda"})
     merge(found, test_configs())
+    merge(found, champion_configs())
     merge(found, extra)
     for name in list(found):
         own = getattr(families.get(name), "precompile_configs", None)

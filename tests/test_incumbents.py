@@ -1,0 +1,30 @@
+"""Before any promotion a candidate is measured against what the dispatcher would run instead:
+the incumbent family's per-T heuristic (run 16 measured persistent_queue at T=16 against
+mmq_base's 64-token defaults and called a 1.5x win)."""
+from campaign import champions, incumbents, workloads
+from experiments.cpu_demo import LEVER as CPU_DEMO
+from experiments.persistent_queue import LEVER as PERSISTENT
+from kernels import mmq_base
+
+
+def test_without_champions_the_incumbent_is_the_per_t_heuristic(tmp_path):
+    cases = workloads.get("dense_span").workloads(["q4_K", "q6_K"])
+    specs = incumbents.resolve(PERSISTENT, cases, "sm_90", tmp_path / "champions.json")
+    for w in cases:
+        spec = specs[w.label()]
+        assert (spec.lever, spec.family, spec.origin) == ("mmq_base", "mmq_base", "heuristic")
+        assert spec.params == {"SPLITK": 0, **mmq_base.heuristic_params(w.T)}
+    assert specs[cases[0].label()].params["BN"] == 16  # T=16: the 16-token tile, not the defaults' 64
+
+
+def test_a_champion_replaces_the_heuristic_and_a_family_without_one_uses_defaults(tmp_path):
+    path = tmp_path / "champions.json"
+    champ = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 2}
+    champions.promote("mmq_base", champions.key("q4_K", "sm_90", "tiny"),
+                      {"family": "mmq_base", "params": champ, "mlflow_run_id": "r"}, path)
+    w16, w64 = workloads.Suite("x", workloads.grid([(4096, 14336)], [16, 64]), "parity").workloads(["q4_K"])
+    specs = incumbents.resolve(PERSISTENT, [w16, w64], "sm_90", path)
+    assert (specs[w16.label()].origin, specs[w16.label()].params) == ("champion", champ)
+    assert specs[w64.label()].origin == "heuristic"
+    cpu = incumbents.resolve(CPU_DEMO, [w16], "cpu", path)[w16.label()]  # cpu_demo's family has no heuristic
+    assert (cpu.origin, cpu.params) == ("defaults", {**CPU_DEMO.fixed, **CPU_DEMO.defaults})
