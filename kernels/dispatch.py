@@ -63,7 +63,7 @@ def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = N
         return family, params, f"champion of {lever} ({where})"
     from kernels import mmq_base
 
-    return "mmq_base", mmq_base.heuristic_params(T), "mmq_base heuristic (no champion)"
+    return "mmq_base", mmq_base.heuristic_params(T, qtype), "mmq_base heuristic (no champion)"
 
 
 def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_path=None) -> np.ndarray:

@@ -42,7 +42,9 @@ def f16_params(params: dict) -> dict:
 
 def int8_ranges(cross: int) -> list[tuple[int, int, dict]]:
     """(first T, last T, mmq_base params) for each int8 configuration used below `cross`:
-    consecutive T with the same heuristic configuration share one part."""
+    consecutive T with the same heuristic configuration share one part. (The parts are the
+    same for every type: q4_K's tiles, so above T=256 the q5_K/q6_K/q8_0 fallback's folded
+    rescale is not used here; crossovers above 256 have not won so far.)"""
     ranges: list[tuple[int, int, dict]] = []
     for T in range(1, cross):
         p = mmq_base.full_params(mmq_base.heuristic_params(T))

@@ -13,8 +13,10 @@ def test_without_champions_the_incumbent_is_the_per_t_heuristic(tmp_path):
     for w in cases:
         spec = specs[w.label()]
         assert (spec.lever, spec.family, spec.origin) == ("mmq_base", "mmq_base", "heuristic")
-        assert spec.params == {"SPLITK": 0, **mmq_base.heuristic_params(w.T)}
+        assert spec.params == {"SPLITK": 0, **mmq_base.heuristic_params(w.T, w.qtype)}
     assert specs[cases[0].label()].params["BN"] == 16  # T=16: the 16-token tile, not the defaults' 64
+    large_q6 = next(w for w in cases if w.T == 1024 and w.qtype == "q6_K")
+    assert specs[large_q6.label()].params["RESCALE"] == 1  # per type: q6_K's large tile folds its rescale
 
 
 def test_a_champion_replaces_the_heuristic_and_a_family_without_one_uses_defaults(tmp_path):
