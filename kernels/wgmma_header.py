@@ -54,21 +54,28 @@ __device__ __forceinline__ void wgmma_f16<{n}>(float* d, uint64_t desc_a, uint64
 """
 
 
-def wrapper_rs(n: int) -> str:
+def register_a_wrapper(func: str, acc: str, constraint: str, instruction: str, tail: str, n: int) -> str:
+    """The A-from-registers form: N/2 accumulators, the 4-register A fragment, B's descriptor,
+    then the instruction's trailing immediates (`tail`)."""
     regs = n // 2
     names = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    outs = ", ".join(f'"{constraint}"(d[{i}])' for i in range(regs))
     a = ", ".join(f"%{regs + i}" for i in range(4))
     return f"""
 template <>
-__device__ __forceinline__ void wgmma_f16_rs<{n}>(float* d, const uint32_t (&a)[4], uint64_t desc_b) {{
+__device__ __forceinline__ void {func}<{n}>({acc}* d, const uint32_t (&a)[4], uint64_t desc_b) {{
     asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "
-        "{{{names}}}, {{{a}}}, %{regs + 4}, 1, 1, 1, 0;\\n"
+        "{instruction} "
+        "{{{names}}}, {{{a}}}, %{regs + 4}, {tail};\\n"
         : {outs}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }}
 """
+
+
+def wrapper_rs(n: int) -> str:  # f32 accumulators added to (scale-d 1), scales and B transpose immediates
+    return register_a_wrapper("wgmma_f16_rs", "float", "+f", f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
+                              "1, 1, 1, 0", n)
 
 
 def render() -> str:
@@ -99,21 +106,9 @@ __device__ __forceinline__ void wgmma_s8_rs(int* d, const uint32_t (&a)[4], uint
 """
 
 
-def wrapper_s8_rs(n: int) -> str:
-    regs = n // 2
-    names = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"=r"(d[{i}])' for i in range(regs))
-    a = ", ".join(f"%{regs + i}" for i in range(4))
-    return f"""
-template <>
-__device__ __forceinline__ void wgmma_s8_rs<{n}>(int* d, const uint32_t (&a)[4], uint64_t desc_b) {{
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 "
-        "{{{names}}}, {{{a}}}, %{regs + 4}, 0;\\n"
-        : {outs}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}}
-"""
+def wrapper_s8_rs(n: int) -> str:  # s32 accumulators overwritten (scale-d 0), no other immediates
+    return register_a_wrapper("wgmma_s8_rs", "int", "=r", f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8",
+                              "0", n)
 
 
 def render_s8() -> str:

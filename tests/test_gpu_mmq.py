@@ -44,6 +44,19 @@ def random_problem(rng, qtype, M, K, T):
     return Problem(Workload(qtype, M, K, T), quant.get(qtype).quantize(w), x)
 
 
+def assert_int_parity(got, prob, where: str) -> None:
+    """Every output written (the NaN poison gone), tight against the integer contract, loose
+    against float64 dequant(W) . x."""
+    qtype = prob.workload.qtype
+    assert not np.isnan(got).any(), f"{where}: unwritten (NaN) outputs"
+    ref = reference.gemm_int(prob.w_packed, qtype, quant.quantize_q8_1(prob.x))
+    tight = np.abs(got - ref).max() / np.abs(ref).max()
+    assert tight <= TIGHT, f"{where}: int-ref error {tight:.3g} > {TIGHT}"
+    ref64 = reference.gemm_float64(prob.w_packed, qtype, prob.x)
+    loose = np.linalg.norm(got - ref64) / np.linalg.norm(ref64)
+    assert loose <= 2e-2, f"{where}: float64 error {loose:.3g}"
+
+
 @pytest.mark.parametrize("qtype", TYPES)
 @pytest.mark.parametrize("cfg", range(len(CONFIGS)))
 def test_mmq_parity(gpu_device, qtype, cfg):
@@ -53,14 +66,7 @@ def test_mmq_parity(gpu_device, qtype, cfg):
     rng = np.random.default_rng([cfg, TYPES.index(qtype)])
     for M, K, T in SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
-        got = run_once(variant, prob)
-        assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten (NaN) outputs"
-        ref = reference.gemm_int(prob.w_packed, qtype, quant.quantize_q8_1(prob.x))
-        tight = np.abs(got - ref).max() / np.abs(ref).max()
-        assert tight <= TIGHT, f"{qtype} {M}x{K}x{T} cfg{cfg}: int-ref error {tight:.3g} > {TIGHT}"
-        ref64 = reference.gemm_float64(prob.w_packed, qtype, prob.x)
-        loose = np.linalg.norm(got - ref64) / np.linalg.norm(ref64)
-        assert loose <= 2e-2, f"{qtype} {M}x{K}x{T}: float64 error {loose:.3g}"
+        assert_int_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cfg{cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)

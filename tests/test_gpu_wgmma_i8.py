@@ -8,10 +8,10 @@ reproduce mmq_base bit for bit (the same rescale, in the same order)."""
 import numpy as np
 import pytest
 
-from kernels import quant, reference
+from kernels import quant
 from kernels.family import Problem, Workload
 from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
-from tests.test_gpu_mmq import SHAPES, TIGHT, TYPES, random_problem
+from tests.test_gpu_mmq import SHAPES, TYPES, assert_int_parity, random_problem
 
 pytestmark = pytest.mark.gpu
 
@@ -47,15 +47,7 @@ def test_wgmma_i8_parity(gpu_device, qtype, cfg):
     rng = np.random.default_rng([cfg, TYPES.index(qtype), 98])
     for M, K, T in SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
-        got = run_once(variant, prob)
-        where = f"{qtype} {M}x{K}x{T} cfg{cfg}"
-        assert not np.isnan(got).any(), f"{where}: unwritten (NaN) outputs"
-        ref = reference.gemm_int(prob.w_packed, qtype, quant.quantize_q8_1(prob.x))
-        tight = np.abs(got - ref).max() / np.abs(ref).max()
-        assert tight <= TIGHT, f"{where}: int-ref error {tight:.3g} > {TIGHT}"
-        ref64 = reference.gemm_float64(prob.w_packed, qtype, prob.x)
-        loose = np.linalg.norm(got - ref64) / np.linalg.norm(ref64)
-        assert loose <= 2e-2, f"{where}: float64 error {loose:.3g}"
+        assert_int_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cfg{cfg}")
 
 
 def test_wgmma_i8_passes_the_parity_gate(gpu_device):
