@@ -87,11 +87,13 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
             return f"{key}={p[key]} is not 0 or 1"
     if threads(p) > 1024:
         return f"{threads(p)} threads per CTA > 1024"
+    return smem_limit_reason(smem_bytes(p, qtype), device_info)
+
+
+def smem_limit_reason(need: int, device_info: dict) -> str | None:
+    """Why a CTA of `need` bytes of shared memory cannot launch here, or None (every family's last check)."""
     limit = device_info.get("smem_per_block_optin", 227 * 1024)
-    need = smem_bytes(p, qtype)
-    if need > limit:
-        return f"shared memory {need} B > device limit {limit} B"
-    return None
+    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
 
 
 def check_shape(qtype: str, M: int, K: int, T: int) -> None:

@@ -31,9 +31,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return structural
     if not 1 <= p["STAGES"] <= 4:
         return f"STAGES={p['STAGES']} outside 1..4"
-    limit = device_info.get("smem_per_block_optin", 227 * 1024)
-    need = smem_bytes(p, qtype)
-    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+    return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
 class F16Bound(mmq_base.MMQBound):

@@ -50,9 +50,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     structural = mmq_base.invalid_reason(p, qtype, {"smem_per_block_optin": 1 << 30})
     if structural:
         return structural
-    limit = device_info.get("smem_per_block_optin", 227 * 1024)
-    need = smem_bytes(p, qtype)
-    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+    return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:  # one tile for every type

@@ -98,9 +98,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"ABUF={p['ABUF']}: 2, or 3 with WS=1"
     if p["DEQ"] not in (0, 1):
         return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
-    limit = device_info.get("smem_per_block_optin", 227 * 1024)
-    need = smem_bytes(p, qtype)
-    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+    return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
 class WgmmaBound(mmq_f16.F16Bound):

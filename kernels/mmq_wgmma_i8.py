@@ -76,9 +76,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"STAGES={p['STAGES']} outside 2..4"
     if not 2 <= p["RAW"] <= 6:
         return f"RAW={p['RAW']} outside 2..6 (raw super-block slots)"
-    limit = device_info.get("smem_per_block_optin", 227 * 1024)
-    need = smem_bytes(p, qtype)
-    return f"shared memory {need} B > device limit {limit} B" if need > limit else None
+    return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
 class WgmmaI8Bound(mmq_base.MMQBound):
