@@ -69,8 +69,8 @@ def current(lever: str, champion_key: str, path: Path | None = None) -> dict | N
     return load(path)["levers"].get(lever, {}).get(champion_key)
 
 
-def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
-    """Params of the champion for this lever (or, failing that, family) at (qtype, arch, regime(T))."""
+def lookup_record(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
+    """The champion record for this lever (or, failing that, family) at (qtype, arch, regime(T))."""
     levers = load(path)["levers"]
     wanted = key(qtype, arch, regime(T))
     record = levers.get(family_or_lever, {}).get(wanted)
@@ -78,6 +78,12 @@ def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | Non
         matches = [r for entries in levers.values() for k, r in entries.items()
                    if k == wanted and r.get("family") == family_or_lever]
         record = max(matches, key=lambda r: r.get("promoted_at", ""), default=None)
+    return record
+
+
+def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
+    """Params of the champion for this lever (or, failing that, family) at (qtype, arch, regime(T))."""
+    record = lookup_record(family_or_lever, qtype, arch, T, path)
     return dict(record["params"]) if record else None
 
 

@@ -25,8 +25,10 @@ LEVERS = ("wgmma_i8", "wgmma", "adaptive_format", "fused_quant", "persistent_que
 _built: dict = {}
 
 
-def _champion(lever: str, qtype: str, arch: str, T: int, shape, path) -> tuple[dict, str] | None:
-    """(params, where from) of the lever's champion: shape-keyed first, then per regime."""
+def _champion(lever: str, qtype: str, arch: str, T: int, shape, path) -> tuple[str, dict, str] | None:
+    """(family, params, where from) of the lever's champion: shape-keyed first, then per regime.
+    The family is the record's own: a lever's family may have changed since it was promoted
+    (adaptive_format's records of run 15 are plain mmq_f16 tiles, not the later composite)."""
     from campaign import champions
 
     if shape:
@@ -35,16 +37,15 @@ def _champion(lever: str, qtype: str, arch: str, T: int, shape, path) -> tuple[d
             champion_key, record = found
             used = champions.key_shape(champion_key)
             how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
-            return dict(record["params"]), f"{how} {used[0]}x{used[1]}"
-    params = champions.lookup(lever, qtype, arch, T, path=path)
-    return (params, "regime") if params is not None else None
+            return record["family"], dict(record["params"]), f"{how} {used[0]}x{used[1]}"
+    record = champions.lookup_record(lever, qtype, arch, T, path=path)
+    return (record["family"], dict(record["params"]), "regime") if record else None
 
 
 def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = None,
            K: int | None = None) -> tuple[str, dict, str]:
     """(family, params, origin) the dispatcher runs for this workload (M, K: the weight's
     shape, which per-shape champions need; without it only regime champions are used)."""
-    import experiments
     from kernels import families
 
     shape = (M, K) if M and K else None
@@ -52,8 +53,7 @@ def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = N
         found = _champion(lever, qtype, arch, T, shape, champions_path)
         if found is None:
             continue
-        params, where = found
-        family = experiments.get(lever).family
+        family, params, where = found
         route = getattr(families.get(family), "route", None)
         if route is not None:  # a composite: the one kernel it runs at T, or none
             routed = route(params, T)

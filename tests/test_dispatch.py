@@ -121,3 +121,13 @@ def test_schema_1_files_still_load_and_shape_keys_upgrade_the_file_to_schema_2(t
     path.write_text(json.dumps({**data, "schema": champions.SCHEMA + 1}))
     with pytest.raises(CampaignError, match=r"schema 3, newer than this engine's 2: update the engine"):
         dispatch.choose("q4_K", "sm_90", 1024, path, 4096, 4096)
+
+
+def test_a_record_runs_the_family_it_was_promoted_with(tmp_path):
+    """adaptive_format's run-15 records are plain mmq_f16 tiles (the lever became a composite
+    later): they run as mmq_f16 over their whole regime, not through the composite's crossover."""
+    path = tmp_path / "champions.json"
+    f16 = {"BM": 64, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1}
+    _promote(path, "adaptive_format", "mmq_f16", "q4_K", "medium", f16)
+    assert dispatch.choose("q4_K", "sm_90", 100, path)[:2] == ("mmq_f16", f16)  # below the composite's default 128
+
