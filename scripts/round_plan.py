@@ -37,7 +37,8 @@ def steps(groups: list[str]) -> list[str]:
     studies, bench = load(groups)
     out: list[str] = []
     for s in studies:
-        out += ["study", s["lever"], "--study", f"{s['lever']}-{s['suite']}", "--suite", s["suite"],
+        name = s.get("study", f"{s['lever']}-{s['suite']}")  # two studies of one suite need their own names
+        out += ["study", s["lever"], "--study", name, "--suite", s["suite"],
                 "--types", s["types"], "--trials", str(len(s["enqueue"])), "--promote"]
         for params in s["enqueue"]:
             out += ["--enqueue", json.dumps(params, separators=(",", ":"))]
