@@ -6,7 +6,8 @@
                                                         --extra file ({family: [params]})
 
 A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... --trials N --promote`
-with its N candidates enqueued; the `bench` group is the full dense bench. GROUPs (default: all)
+with its N candidates enqueued (and Optuna's own samples after them when the entry asks for more
+"trials"); the `bench` group is the full dense bench. GROUPs (default: all)
 select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
 parameters, so the compiled sources are the ones the trials build.
 """
@@ -39,7 +40,7 @@ def steps(groups: list[str]) -> list[str]:
     for s in studies:
         name = s.get("study", f"{s['lever']}-{s['suite']}")  # two studies of one suite need their own names
         out += ["study", s["lever"], "--study", name, "--suite", s["suite"],
-                "--types", s["types"], "--trials", str(len(s["enqueue"])), "--promote"]
+                "--types", s["types"], "--trials", str(s.get("trials", len(s["enqueue"]))), "--promote"]
         for params in s["enqueue"]:
             out += ["--enqueue", json.dumps(params, separators=(",", ":"))]
     if bench:
