@@ -167,10 +167,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         return nvcc.render_source(cu, self.defines(params, qtype))
 
     def target_arch(self, device_arch: str) -> str:
-        base = nvcc.arch_base(device_arch)
-        if base != "sm_90":
-            raise ValueError(f"mmq_wgmma: wgmma needs an sm_90 (Hopper) device, not {device_arch}")
-        return "sm_90a"
+        return nvcc.wgmma_arch(device_arch, self.name)
 
     def smem(self, params: dict, qtype: str) -> int:
         return smem_bytes(params, qtype)

@@ -126,9 +126,7 @@ class MMQWgmmaI8Family(mmq_base.MMQFamily):
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")}}
 
     def target_arch(self, device_arch: str) -> str:
-        if nvcc.arch_base(device_arch) != "sm_90":
-            raise ValueError(f"mmq_wgmma_i8: wgmma needs an sm_90 (Hopper) device, not {device_arch}")
-        return "sm_90a"
+        return nvcc.wgmma_arch(device_arch, self.name)
 
     def make_bound(self, device, variant, handle: dict, problem):
         handle.setdefault("quantize_tiled", handle["module"].kernel("quantize_q8_1_tiled", 0))

@@ -96,6 +96,13 @@ def arch_base(arch: str) -> str:
     return f"sm_{m.group(1)}" if m else arch
 
 
+def wgmma_arch(device_arch: str, who: str) -> str:
+    """The nvcc target of a wgmma kernel: sm_90a, which only an sm_90 (Hopper) device runs."""
+    if arch_base(device_arch) != "sm_90":
+        raise ValueError(f"{who}: wgmma needs an sm_90 (Hopper) device, not {device_arch}")
+    return "sm_90a"
+
+
 # ---------------------------------------------------------------- source text
 
 def source_hash(text: str) -> str:
