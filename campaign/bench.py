@@ -37,13 +37,29 @@ class Line:
     extra: tuple = ()  # (param, value) pairs added to whatever configuration is chosen
 
 
+# the lines `--lines` can name
+LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
+         "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
+         "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
+         "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
+         # Q8_1 made inside the GEMM: the time has no quantize pass to add (mmq_base's includes its own)
+         "mmq_fused_quant": Line("mmq_fused_quant", "mmq_fused_quant", "fused_quant"),
+         "mmq_fused_quant_bf16": Line("mmq_fused_quant_bf16", "mmq_fused_quant", "fused_quant", (("XBF16", 1),)),
+         "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
+         # int8 wgmma (s32.s8.s8) on Q8_1 activations: the time includes its tiled quantize pass
+         "mmq_wgmma_i8": Line("mmq_wgmma_i8", "mmq_wgmma_i8", "wgmma_i8"),
+         # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
+         "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
+         # the unquantized anchor: bf16 weights already in memory, torch.mm alone
+         "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
+
+
 @dataclass
 class Sweep:
     shapes: list[tuple[int, int]] = field(default_factory=lambda: list(DENSE_SHAPES))
     Ts: list[int] = field(default_factory=lambda: list(DENSE_TS))
     types: list[str] = field(default_factory=lambda: list(TYPES))
-    lines: list[Line] = field(default_factory=lambda: [Line("dequant_cublas", "dequant_cublas"),
-                                                       Line("mmq_base", "mmq_base", "mmq_base")])
+    lines: list[Line] = field(default_factory=lambda: [LINES["dequant_cublas"], LINES["mmq_base"]])
 
 
 def tuned_params(tuned: dict, family: str, qtype: str, T: int) -> dict | None:
@@ -217,23 +233,9 @@ def main(argv=None) -> int:
     from kernels import cuda_runtime
     from kernels.device import open_device
 
-    known = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
-             "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
-             "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
-             "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
-             # Q8_1 made inside the GEMM: the time has no quantize pass to add (mmq_base's includes its own)
-             "mmq_fused_quant": Line("mmq_fused_quant", "mmq_fused_quant", "fused_quant"),
-             "mmq_fused_quant_bf16": Line("mmq_fused_quant_bf16", "mmq_fused_quant", "fused_quant", (("XBF16", 1),)),
-             "mmq_wgmma": Line("mmq_wgmma", "mmq_wgmma", "wgmma"),
-             # int8 wgmma (s32.s8.s8) on Q8_1 activations: the time includes its tiled quantize pass
-             "mmq_wgmma_i8": Line("mmq_wgmma_i8", "mmq_wgmma_i8", "wgmma_i8"),
-             # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
-             "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
-             # the unquantized anchor: bf16 weights already in memory, torch.mm alone
-             "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
                   Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
-                  lines=[known[n] for n in args.lines.split(",")])
+                  lines=[LINES[n] for n in args.lines.split(",")])
     device = open_device("cuda")
     ceilings = {} if args.no_ceilings else cuda_runtime.measure_ceilings(device)
     print("device:", json.dumps(device.info, default=str))

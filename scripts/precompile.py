@@ -4,7 +4,7 @@ which the device call carries: the GPU's minutes go to running, not nvcc.
 For every type, each CUDA family gets compiled at:
   - the defaults of every CUDA lever that names it (the incumbents are levers too),
   - its own `precompile_configs()` when it has one (mmq_base: the per-T heuristics),
-  - every champion in champions.json (and a wgmma champion's TMA form, for the f16-input bench line),
+  - every champion in champions.json, also with the extra parameters of its lever's bench lines,
   - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
     PRECOMPILE = {family name: [params, ...]},
   - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]}.
@@ -52,18 +52,18 @@ def test_configs() -> dict[str, list[dict]]:
     return found
 
 
-def champion_configs() -> dict[str, list[dict]]:
-    """Every promoted champion's configuration (what the dispatcher and the bench run); a wgmma
-    champion also as XLOAD=2, the TMA form the bench's f16-input line runs its tile in."""
+def champion_configs(path=None) -> dict[str, list[dict]]:
+    """Every promoted champion's configuration (what the dispatcher and the bench run), also as
+    each bench line of its lever runs it (a line's extra parameters, e.g. the f16-input line's
+    XLOAD=2)."""
     from campaign import champions
+    from campaign.bench import LINES
 
     found: dict[str, list[dict]] = {}
-    for entries in champions.load()["levers"].values():
+    for lever, entries in champions.load(path)["levers"].items():
+        extras = [dict(line.extra) for line in LINES.values() if line.lever == lever and line.extra]
         for record in entries.values():
-            params = record["params"]
-            merge(found, {record["family"]: [params]})
-            if record["family"] == "mmq_wgmma":
-                merge(found, {"mmq_wgmma": [{**params, "XLOAD": 2}]})
+            merge(found, {record["family"]: [record["params"], *({**record["params"], **e} for e in extras)]})
     return found
 
 

@@ -16,6 +16,7 @@ from gates.static import DEFAULT_SMEM_OPTIN, SMEM_OPTIN_BY_ARCH
 from kernels import families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import precompile  # noqa: E402
 import round_plan  # noqa: E402
 
 STUDIES = json.loads(round_plan.PLAN.read_text())["studies"]
@@ -45,3 +46,14 @@ def test_the_plan_expands_into_steps_and_a_precompile_list(tmp_path):
     assert all(p["AREG"] == 1 for p in extra["mmq_wgmma"])  # the lever's fixed params are compiled in
     with pytest.raises(SystemExit, match="unknown group"):
         round_plan.steps(["nope"])
+
+
+def test_precompile_adds_every_champion_as_each_bench_line_of_its_lever_runs_it(tmp_path):
+    from campaign import champions
+
+    path = tmp_path / "champions.json"
+    tile = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
+    champions.promote("wgmma", champions.key("q4_K", "sm_90", "large"), {"family": "mmq_wgmma", "params": tile}, path)
+    found = precompile.champion_configs(path)
+    assert found == {"mmq_wgmma": [tile, {**tile, "X16_INPUT": 1, "XLOAD": 2}]}  # mmq_wgmma and mmq_wgmma_x16
+
