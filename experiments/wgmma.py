@@ -5,9 +5,9 @@ per chunk the activation pass wrote pre-tiled, 2 TMA on f16 rows, 3 f32 rows con
 producer itself, no pass); each consumer warp dequantizes its 16 weight rows straight into wgmma
 A fragments (scales applied, exact f16 codes) while its previous `wgmma.mma_async` (A from
 registers, B from shared memory, f32 accumulators) runs. Searched: tile (BM weight rows x BN
-tokens), activation ring depth, raw weight slots, activation load, CTAs per SM (MIN_BLOCKS: at
-small T a 16-token tile needs few registers, and two CTAs per SM hide more latency); split-K
-is chosen at launch.
+tokens), activation ring depth (up to 16 steps ahead where the chunks are small), raw weight
+slots, activation load, CTAs per SM (MIN_BLOCKS: at small T a 16-token tile needs few
+registers, and two CTAs per SM hide more latency); split-K is chosen at launch.
 (XLOAD 0, cp.async rows, and its fence placement XSYNC lost to all three in run 12: not searched.)
 Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -21,8 +21,8 @@ LEVER = Lever(
     space={
         "BM": [64, 128],
         "BN": [16, 32, 64, 128, 192, 256],
-        "STAGES": [2, 3, 4],
-        "RAW": [2, 3, 4, 6],
+        "STAGES": [2, 3, 4, 6, 8, 16],  # 6-16: the deep activation rings of narrow token tiles
+        "RAW": [2, 3, 4, 5, 6],
         "XLOAD": [1, 2, 3],
         "MIN_BLOCKS": [1, 2],
     },

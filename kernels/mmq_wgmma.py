@@ -36,7 +36,11 @@ XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2:
           3: "f32 rows converted in the kernel"}
 COMPILE_KEYS = ("BM", "BN", "STAGES", "DEQ", "MIN_BLOCKS", "ABUF", "RAW", "XSYNC", "XLOAD")
 WS_BARRIER_BYTES = 128  # kBarBytes in mmq_wgmma_ws.cu
-RS_BARRIER_BYTES = 256  # kBarBytes in mmq_wgmma_rs.cu
+
+
+def rs_barrier_bytes(stages: int, raw: int) -> int:
+    """kBarBytes in mmq_wgmma_rs.cu: 2 (STAGES + RAW) mbarriers of 8 bytes, in 256-byte units."""
+    return -(-16 * (stages + raw) // 256) * 256
 
 
 def full_params(params: dict) -> dict:
@@ -66,7 +70,7 @@ def smem_bytes(params: dict, qtype: str) -> int:
     bm, bn = p["BM"], p["BN"]
     raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
     if p["AREG"]:
-        return 1024 + p["STAGES"] * bn * 128 + raw + RS_BARRIER_BYTES
+        return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"])
     if p["WS"]:
         return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
     return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + raw
@@ -82,10 +86,11 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"WS={p['WS']} is not 0 (one role per warp) or 1 (producer warpgroup)"
     if p["AREG"] not in (0, 1):
         return f"AREG={p['AREG']} is not 0 (A from shared memory) or 1 (A dequantized into registers)"
-    if not (2 if p["AREG"] else 3) <= p["STAGES"] <= 4:
-        return f"STAGES={p['STAGES']} outside {2 if p['AREG'] else 3}..4"
-    if not 2 <= p["RAW"] <= 6:
-        return f"RAW={p['RAW']} outside 2..6 (raw super-block slots, AREG=1)"
+    lo, hi = (2, 16) if p["AREG"] else (3, 4)  # the register-A kernel's ring runs deep for narrow tiles
+    if not lo <= p["STAGES"] <= hi:
+        return f"STAGES={p['STAGES']} outside {lo}..{hi}"
+    if not 2 <= p["RAW"] <= 8:
+        return f"RAW={p['RAW']} outside 2..8 (raw super-block slots, AREG=1)"
     if p["XLOAD"] not in XLOADS:
         return f"XLOAD={p['XLOAD']} is not one of " + ", ".join(f"{k} ({v})" for k, v in XLOADS.items())
     if p["XLOAD"] in (1, 3) and params.get("X16_INPUT"):

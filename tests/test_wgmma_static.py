@@ -82,7 +82,10 @@ def test_invalid_configurations_say_why():
     assert "ABUF" in mmq_wgmma.invalid_reason({"ABUF": 3}, "q4_K", info)  # 3 chunks only for WS=1
     assert mmq_wgmma.invalid_reason({"ABUF": 3, "WS": 1}, "q4_K", info) is None
     assert "WS" in mmq_wgmma.invalid_reason({"WS": 2}, "q4_K", info)
-    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 7}, "q4_K", info)
+    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 9}, "q4_K", info)
+    assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "BN": 16, "STAGES": 17}, "q4_K", info)
+    assert mmq_wgmma.invalid_reason({"AREG": 1, "BN": 16, "STAGES": 16, "RAW": 8}, "q4_K", info) is None
+    assert "STAGES" in mmq_wgmma.invalid_reason({"STAGES": 6}, "q4_K", info)  # deep rings: register-A only
     assert "XLOAD" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 4}, "q4_K", info)
     assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 1, "X16_INPUT": 1}, "q4_K", info)
     assert mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 2, "X16_INPUT": 1}, "q4_K", info) is None
@@ -105,6 +108,21 @@ def test_smem_formula_counts_every_buffer():
     # AREG: no dequantized chunks, RAW raw slots
     rs = {**p, "AREG": 1, "RAW": 3}
     assert mmq_wgmma.smem_bytes(rs, "q8_0") == 1024 + 3 * 64 * 128 + 3 * 128 * 272 + 256
+    # a deep ring's 2 x (16 + 8) mbarriers take a second 256-byte unit
+    deep = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 16, "RAW": 8}
+    assert mmq_wgmma.smem_bytes(deep, "q4_K") == 1024 + 16 * 16 * 128 + 8 * 128 * 144 + 512
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_deep_rings_compile_without_spills(qtype):
+    """STAGES 16 / RAW 8 at BN=16 (and STAGES 6 at BN=64): the ring indices are no longer powers of
+    two or small, and the consumers must still fit their registers."""
+    for params in ({"AREG": 1, "BM": 128, "BN": 16, "STAGES": 16, "RAW": 4, "XLOAD": 2},
+                   {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 6, "RAW": 3, "XLOAD": 2}):
+        compiled = mmq_wgmma.FAMILY.compile_only(params, qtype)
+        s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+        assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0, (params, s)
+        assert "HGMMA" in compiled.sass
 
 
 @pytest.mark.parametrize("xload", [0, 1, 2, 3])

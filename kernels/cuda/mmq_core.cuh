@@ -85,7 +85,10 @@ constexpr int kMT = kWarpRows / 16;        // m16 tiles per warp
 constexpr int kNT = kWarpTokens / 8;       // n8 tiles per warp
 static_assert(BM % (16 * WARPS_M) == 0, "BM must be a multiple of 16 * WARPS_M (m16 tiles per warp)");
 static_assert(BN % (8 * WARPS_N) == 0, "BN must be a multiple of 8 * WARPS_N (n8 tiles per warp)");
-static_assert(STAGES >= 1 && STAGES <= 4, "STAGES must be 1..4");
+#ifndef MMQ_MAX_STAGES  // a kernel with its own, deeper ring (mmq_wgmma_rs.cu) raises it
+#define MMQ_MAX_STAGES 4
+#endif
+static_assert(STAGES >= 1 && STAGES <= MMQ_MAX_STAGES, "STAGES must be 1..4 (1..16 in mmq_wgmma_rs.cu)");
 static_assert(kThreads <= 1024, "too many warps per CTA");
 static_assert(RESCALE == 0 || RESCALE == 1, "RESCALE must be 0 or 1");
 static_assert(Q6SUB == 0 || Q6SUB == 1, "Q6SUB must be 0 or 1");

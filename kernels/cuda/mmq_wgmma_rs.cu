@@ -42,8 +42,10 @@
 //   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
 //   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
-// Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..4,
-// RAW 2..6, XLOAD, XSYNC, MIN_BLOCKS.
+// Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS. A narrow token tile has small activation chunks (2 KB at
+// BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
+#define MMQ_MAX_STAGES 16
 #include "wgmma_tile.cuh"
 
 #ifndef RAW
@@ -69,11 +71,12 @@ constexpr int kRawThreads = 128 - kXThreads;                 // producer threads
 constexpr int kLag = (XSYNC && XLOAD == 0) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
 static_assert(XLOAD >= 0 && XLOAD <= 3, "XLOAD must be 0..3");
 static_assert(XLOAD != 3 || BN <= 16, "XLOAD 3 holds two steps' f32 in the activation warps' registers");
-constexpr int kBarBytes = 256;  // up to 4 + 4 + 6 + 6 mbarriers
+// 2 (STAGES + RAW) mbarriers of 8 bytes, in 256-byte units (256 for up to 16 of them)
+constexpr int kBarBytes = (16 * (STAGES + RAW) + 255) / 256 * 256;
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
-static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2..4");
-static_assert(RAW >= 2 && RAW <= 6, "RAW must be 2..6");
+static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
+static_assert(RAW >= 2 && RAW <= 8, "RAW must be 2..8");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
 constexpr int kProducerRegs = 72, kConsumerRegs = 208;  // 128 x 72 + 256 x 208 <= 64 K registers
