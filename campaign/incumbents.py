@@ -1,7 +1,9 @@
-"""What a candidate must beat on each workload: the champion of the lever's incumbent for
-(qtype, arch, T regime); before any promotion, what the dispatcher would run there instead --
-the incumbent family's per-T heuristic where it has one (mmq_base's 16-token tile at T=16, not
-its 64-token defaults), else that lever's defaults.
+"""What a candidate must beat on each workload: the lever's own champion for (qtype, arch, T
+regime) when it has one (a re-study must beat the reigning champion, or it would replace a
+faster kernel with a slower one: run 18 promoted a 66.5 TFLOP/s tile over a 68 one that way);
+else the champion of the lever's incumbent; before any promotion, what the dispatcher would run
+there instead -- the incumbent family's per-T heuristic where it has one (mmq_base's 16-token
+tile at T=16, not its 64-token defaults), else that lever's defaults.
 
 A lever whose `incumbent` is None is a baseline: it is measured against its own defaults.
 """
@@ -25,7 +27,7 @@ class IncumbentSpec:
     lever: str
     family: str
     params: dict
-    origin: str  # "champion", "heuristic" or "defaults"
+    origin: str  # "defending" (the lever's own champion), "champion", "heuristic" or "defaults"
     mlflow_run_id: str = ""
 
     def to_json(self) -> dict:
@@ -37,12 +39,11 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
     target = experiments.get(lever.incumbent) if lever.incumbent else lever
     specs = {}
     for w in workloads:
-        # a per-shape lever's champion of this very shape, else the (qtype, arch, regime) one
-        record = (champions.current(target.name, champions.key(w.qtype, arch, regime(w.T), (w.M, w.K)),
-                                    champions_path)
-                  or champions.current(target.name, champions.key(w.qtype, arch, regime(w.T)), champions_path))
+        defending = _champion(lever.name, w, arch, champions_path)
+        record = defending or _champion(target.name, w, arch, champions_path)
         if record:
-            specs[w.label()] = IncumbentSpec(target.name, record["family"], record["params"], "champion",
+            specs[w.label()] = IncumbentSpec(lever.name if defending else target.name, record["family"],
+                                             record["params"], "defending" if defending else "champion",
                                              record.get("mlflow_run_id", ""))
         elif (heuristic := families.heuristic(target.family, w.T, w.qtype)) is not None:
             specs[w.label()] = IncumbentSpec(target.name, target.family, {**target.fixed, **heuristic}, "heuristic")
@@ -50,6 +51,12 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
             specs[w.label()] = IncumbentSpec(target.name, target.family, {**target.fixed, **target.defaults},
                                              "defaults")
     return specs
+
+
+def _champion(lever_name: str, w: Workload, arch: str, champions_path: Path) -> dict | None:
+    """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one."""
+    return (champions.current(lever_name, champions.key(w.qtype, arch, regime(w.T), (w.M, w.K)), champions_path)
+            or champions.current(lever_name, champions.key(w.qtype, arch, regime(w.T)), champions_path))
 
 
 def from_json(data: dict) -> dict[str, IncumbentSpec]:

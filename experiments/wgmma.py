@@ -7,7 +7,9 @@ A fragments (scales applied, exact f16 codes) while its previous `wgmma.mma_asyn
 registers, B from shared memory, f32 accumulators) runs. Searched: tile (BM weight rows x BN
 tokens), activation ring depth (up to 16 steps ahead where the chunks are small), raw weight
 slots, activation load, CTAs per SM (MIN_BLOCKS: at small T a 16-token tile needs few
-registers, and two CTAs per SM hide more latency); split-K is chosen at launch.
+registers, and two CTAs per SM hide more latency), cluster size (CLUSTER 2/4: K split over a
+cluster that adds its partial sums in distributed shared memory; 1: split-K, where the grid is
+short of a wave, is chosen at launch and reduced by a second kernel).
 (XLOAD 0, cp.async rows, and its fence placement XSYNC lost to all three in run 12: not searched.)
 Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -25,6 +27,7 @@ LEVER = Lever(
         "RAW": [2, 3, 4, 5, 6],
         "XLOAD": [1, 2, 3],
         "MIN_BLOCKS": [1, 2],
+        "CLUSTER": [1, 2, 4],  # K split over a thread-block cluster, summed in distributed shared memory
     },
     fixed={"AREG": 1, "SPLITK": 0, "XSYNC": 0},
     defaults=mmq_wgmma.heuristic_params(4096),

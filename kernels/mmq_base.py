@@ -114,7 +114,10 @@ def ctas_per_sm(n_threads: int, smem: int, device_info: dict, regs: int) -> int:
 
 def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int,
                   n_threads: int) -> int:
-    """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once."""
+    """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once.
+    A kernel that splits K inside a thread-block cluster (CLUSTER > 1) splits it that many ways."""
+    if params.get("CLUSTER", 1) > 1:
+        return params["CLUSTER"]
     p = full_params(params)
     if p["SPLITK"]:
         return max(1, min(p["SPLITK"], K // 256))
@@ -225,7 +228,8 @@ class MMQBound:
         self.x = [device.to_device(self.host_activation(problem.x)) for _ in range(n)]
         self.scratch = self.alloc_activation(wl.T, wl.K)
         self.out = device.empty((wl.T, wl.M), np.float32)
-        self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 else None
+        in_cluster = p.get("CLUSTER", 1) > 1  # the kernel adds its split's partial sums itself
+        self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 and not in_cluster else None
         self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
         self.block = (handle["threads"], 1, 1)
         self.i = 0

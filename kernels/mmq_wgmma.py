@@ -9,7 +9,9 @@ the kernel:
                                                 into wgmma A registers (RAW raw slots deep);
                   XLOAD picks how activations reach shared memory: 0 cp.async of f16 rows,
                   1 one bulk copy per chunk that the pass wrote pre-tiled and swizzled, 2 TMA
-                  (tensor map) on f16 rows, 3 f32 rows converted by the producer (no pass)
+                  (tensor map) on f16 rows, 3 f32 rows converted by the producer (no pass);
+                  CLUSTER 2/4 splits K over a thread-block cluster that adds its partial sums
+                  in distributed shared memory (no partial buffer, no reduce launch)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -30,7 +32,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0}
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1}
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -103,7 +105,27 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"ABUF={p['ABUF']}: 2, or 3 with WS=1"
     if p["DEQ"] not in (0, 1):
         return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
+    if reason := cluster_reason(p, qtype):
+        return reason
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
+
+
+def cluster_reason(p: dict, qtype: str) -> str | None:
+    """CLUSTER > 1 (the register-A kernel only): K split over the cluster's CTAs, whose partial
+    sums (BN / 2 floats per consumer thread) must fit in the drained ring and raw slots."""
+    if p["CLUSTER"] not in (1, 2, 4):
+        return f"CLUSTER={p['CLUSTER']} is not 1, 2 or 4 CTAs along K"
+    if p["CLUSTER"] == 1:
+        return None
+    if not p["AREG"]:
+        return "CLUSTER > 1 is the register-A kernel's (AREG=1) split of K"
+    if p["SPLITK"] not in (0, p["CLUSTER"]):
+        return f"SPLITK={p['SPLITK']} with CLUSTER={p['CLUSTER']}: the cluster is the split"
+    partials = 128 * (p["BM"] // 64) * p["BN"] * 2
+    drained = p["STAGES"] * p["BN"] * 128 + p["RAW"] * p["BM"] * RAW_CHUNKS[qtype] * 16
+    if partials > drained:
+        return f"CLUSTER={p['CLUSTER']}: {partials} B of partial sums exceed the {drained} B of ring and raw slots"
+    return None
 
 
 class WgmmaBound(mmq_f16.F16Bound):
@@ -186,7 +208,9 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
-        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")}}
+        cluster = {"CLUSTER": p["CLUSTER"]} if p["CLUSTER"] > 1 else {}  # CLUSTER=1: the source as before it
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
+                **cluster}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)

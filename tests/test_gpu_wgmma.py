@@ -47,6 +47,10 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3},
     {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 3, "RAW": 3, "XLOAD": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 4, "RAW": 6, "XLOAD": 3},
+    # K split over a thread-block cluster (K = 256: three of four CTAs have no super-block)
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 1, "CLUSTER": 2},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "CLUSTER": 2},
 ]
 # deep rings (a narrow tile's activation ring 6-16 steps ahead, 8 raw slots): K long enough that
 # both rings wrap more than once per CTA, with and without split K, every activation load
@@ -55,6 +59,7 @@ DEEP_RING = [
     {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 12, "RAW": 8, "XLOAD": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 6, "XLOAD": 1, "SPLITK": 2},
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 6, "RAW": 3, "XLOAD": 2},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 4, "XLOAD": 3, "CLUSTER": 4},
 ]
 DEEP_SHAPES = [(200, 4096, 21), (77, 6144, 16)]  # (M, K, T): 64 and 96 steps of 64 k
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one

@@ -30,3 +30,21 @@ def test_a_champion_replaces_the_heuristic_and_a_family_without_one_uses_default
     assert specs[w64.label()].origin == "heuristic"
     cpu = incumbents.resolve(CPU_DEMO, [w16], "cpu", path)[w16.label()]  # cpu_demo's family has no heuristic
     assert (cpu.origin, cpu.params) == ("defaults", {**CPU_DEMO.fixed, **CPU_DEMO.defaults})
+
+
+def test_a_lever_with_its_own_champion_must_beat_it(tmp_path):
+    """Re-studying a regime: the reigning champion of the same lever defends its key, so a slower
+    challenger that still beats the incumbent lever cannot replace it."""
+    path = tmp_path / "champions.json"
+    base = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 2}
+    mine = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 3, "CTAS_PER_SM": 2}
+    tiny = champions.key("q4_K", "sm_90", "tiny")
+    champions.promote("mmq_base", tiny, {"family": "mmq_base", "params": base, "mlflow_run_id": "b"}, path)
+    champions.promote("persistent_queue", tiny, {"family": "mmq_persistent", "params": mine, "mlflow_run_id": "p"},
+                      path)
+    w16, w64 = workloads.Suite("x", workloads.grid([(4096, 14336)], [16, 64]), "parity").workloads(["q4_K"])
+    specs = incumbents.resolve(PERSISTENT, [w16, w64], "sm_90", path)
+    assert (specs[w16.label()].lever, specs[w16.label()].family, specs[w16.label()].origin) == \
+        ("persistent_queue", "mmq_persistent", "defending")
+    assert (specs[w16.label()].params, specs[w16.label()].mlflow_run_id) == (mine, "p")
+    assert (specs[w64.label()].lever, specs[w64.label()].origin) == ("mmq_base", "heuristic")  # no champion at T=64

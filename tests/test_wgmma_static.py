@@ -173,3 +173,50 @@ def test_each_activation_load_gets_what_its_kernel_reads(xload, x16_input):
         rows = [b.ptr for b in (bound.x if x16_input else bound.scratch)]
         assert device.tensor_maps == [(ptr, T, K, 16, 64) for ptr in rows]
     assert (xload == 3 or bool(x16_input)) == (bound.scratch == [])  # no pass, no scratch
+
+
+@pytest.mark.parametrize("cluster", [2, 4])
+def test_a_cluster_split_launches_one_kernel_with_the_cluster_along_k(cluster):
+    """CLUSTER > 1: gridDim.z is the cluster (whatever the auto split would pick), the GEMM writes
+    C itself, and there is no partial buffer and no reduce launch."""
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": 3, "CLUSTER": cluster})
+    M, K, T = 4096, 2048, 16  # 32 tiles: the auto split would pick 4 (2048 / 256 = 8 super-blocks)
+    rng = np.random.default_rng(cluster)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    variant = Variant("mmq_wgmma", params, "q4_K", "", {"registers": 168}, None)
+    device = RecordingDevice()
+    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
+              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device}
+    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    bound.run()
+    assert [name for name, *_ in device.launches] == ["gemm"]
+    (_, grid, _, args, _), = device.launches
+    assert grid == (1, 32, cluster) and bound.partial is None and args[2] == bound.out.ptr
+
+
+def test_cluster_configurations_say_why_not():
+    info = {"smem_per_block_optin": 227 * 1024}
+    inv = mmq_wgmma.invalid_reason
+    assert "CLUSTER=3" in inv({"AREG": 1, "CLUSTER": 3}, "q4_K", info)
+    assert "register-A" in inv({"CLUSTER": 2}, "q4_K", info)
+    assert "the cluster is the split" in inv({"AREG": 1, "CLUSTER": 2, "SPLITK": 4}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}, "q4_K", info) is None
+    # BN=256 at BM=128: 128 KB of partial sums, 2 x 32 KB ring + 2 x 18 KB raw slots hold 100 KB
+    assert "partial sums" in inv({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 2, "RAW": 2, "CLUSTER": 2}, "q4_K", info)
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_cluster_split_compiles_to_cluster_barriers_and_remote_loads(qtype):
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4}
+    compiled = mmq_wgmma.FAMILY.compile_only(params, qtype)
+    s = compiled.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    assert "UCGABAR_ARV" in compiled.sass and "UCGABAR_WAIT" in compiled.sass  # barrier.cluster
+    assert "HGMMA" in compiled.sass
+    plain = mmq_wgmma.FAMILY.compile_only({**params, "CLUSTER": 1}, qtype)
+    assert "UCGABAR_ARV" not in plain.sass

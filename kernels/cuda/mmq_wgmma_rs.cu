@@ -42,6 +42,12 @@
 //   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
 //   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
 //
+// Split K (small T: too few row x token tiles to fill the GPU) either by separate partial sums
+// and a reduce launch (CLUSTER = 1, the launcher's SPLITK), or inside a thread-block cluster
+// (CLUSTER = 2 or 4 CTAs along K): the non-leader CTAs leave their accumulators in their drained
+// shared memory, the leader adds them over distributed shared memory and writes C itself -- no
+// partial buffer, no second launch.
+//
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
 // RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS. A narrow token tile has small activation chunks (2 KB at
 // BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
@@ -56,6 +62,9 @@
 #endif
 #ifndef XLOAD
 #define XLOAD 0
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1
 #endif
 
 using namespace mmqwg;
@@ -78,6 +87,10 @@ static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' w
 static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
 static_assert(RAW >= 2 && RAW <= 8, "RAW must be 2..8");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
+static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 2 or 4 CTAs along K");
+// a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
+static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
+              "the cluster's partial sums do not fit in the drained ring and raw slots");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
 constexpr int kProducerRegs = 72, kConsumerRegs = 208;  // 128 x 72 + 256 x 208 <= 64 K registers
 static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
@@ -259,6 +272,29 @@ __device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+// ---- thread-block cluster (CLUSTER > 1) ----
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA in the cluster; release/acquire: shared-memory writes before it are
+// visible to the cluster's reads after it. (Not .aligned: the producer and consumer roles reach
+// it from different code.)
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// 16 bytes at this CTA's shared address `local` in the shared memory of cluster CTA `rank`.
+__device__ __forceinline__ float4 ld_cluster_f4(const void* local, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
+    return v;
 }
 
 // ---- the two roles ----
@@ -443,21 +479,45 @@ struct Consumer {
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         fence_acc(acc);
         uint32_t a0[4][4], a1[4][4];
-        begin_block(0);
-        load<0>(0);
-        dequant<0>(a0);
-        load<1>(0);
-        for (int b = 0; b < j.n / kSteps; ++b) {  // one super-block = 4 steps, register sets alternating
-            step<0>(b, a0, a1);
-            step<1>(b, a1, a0);
-            step<2>(b, a0, a1);
-            step<3>(b, a1, a0);
+        if (j.n > 0) {  // (a cluster CTA can get no super-block when K has fewer than CLUSTER)
+            begin_block(0);
+            load<0>(0);
+            dequant<0>(a0);
+            load<1>(0);
+            for (int b = 0; b < j.n / kSteps; ++b) {  // one super-block = 4 steps, register sets alternating
+                step<0>(b, a0, a1);
+                step<1>(b, a1, a0);
+                step<2>(b, a0, a1);
+                step<3>(b, a1, a0);
+            }
+            wgmma_wait<0>();
+            fence_acc(acc);
+            fence_regs(a0);
+            fence_regs(a1);
         }
-        wgmma_wait<0>();
-        fence_acc(acc);
-        fence_regs(a0);
-        fence_regs(a1);
+#if CLUSTER == 1
         store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
+#else
+        // [float4 i][consumer thread]: a warp's 16-byte accesses are consecutive
+        float4* part = reinterpret_cast<float4*>(sm.x) + threadIdx.x;
+        const uint32_t rank = cluster_rank();
+        if (rank != 0)
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+                part[i * kConsumerThreads] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+        cluster_sync();  // the partial sums are written
+        if (rank == 0) {
+#pragma unroll 1
+            for (uint32_t r = 1; r < CLUSTER; ++r)
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i) {
+                    const float4 v = ld_cluster_f4(part + i * kConsumerThreads, r);
+                    acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+                }
+            store_tile(acc, C, j.M, j.T, j.row0, j.tok0);  // blockIdx.z = 0: C itself
+        }
+        cluster_sync();  // the other CTAs keep their shared memory until the leader has read it
+#endif
     }
 };
 
@@ -468,6 +528,9 @@ using namespace mmqrs;
 // Arguments as mmq_wgmma_gemm's, but X by XLOAD (see Job); kThreadsRs threads per CTA (consumers first,
 // producer last).
 extern "C" __global__ void __launch_bounds__(kThreadsRs, MIN_BLOCKS)
+#if CLUSTER > 1
+__cluster_dims__(1, 1, CLUSTER)  // the launcher's grid has gridDim.z = CLUSTER
+#endif
 mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float* __restrict__ C, int M, int T,
                int K, long long row_bytes) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -495,6 +558,10 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         const int tid = threadIdx.x - kConsumerThreads;
         if (tid < kXThreads) produce_x(sm, job, tid);
         else produce_raw(sm, job, tid - kXThreads);
+        if constexpr (CLUSTER > 1) {  // the consumers' two cluster barriers count every thread
+            cluster_sync();
+            cluster_sync();
+        }
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;
