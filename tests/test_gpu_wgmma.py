@@ -47,10 +47,6 @@ CONFIGS = [
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3},
     {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 3, "RAW": 3, "XLOAD": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 64, "BN": 8, "STAGES": 4, "RAW": 6, "XLOAD": 3},
-    # K split over a thread-block cluster (K = 256: three of four CTAs have no super-block)
-    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4},
-    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 1, "CLUSTER": 2},
-    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "CLUSTER": 2},
 ]
 # deep rings (a narrow tile's activation ring 6-16 steps ahead, 8 raw slots): K long enough that
 # both rings wrap more than once per CTA, with and without split K, every activation load
@@ -59,13 +55,20 @@ DEEP_RING = [
     {"AREG": 1, "BM": 64, "BN": 16, "STAGES": 12, "RAW": 8, "XLOAD": 3, "SPLITK": 3},
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 6, "XLOAD": 1, "SPLITK": 2},
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 6, "RAW": 3, "XLOAD": 2},
-    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 4, "XLOAD": 3, "CLUSTER": 4},
 ]
 DEEP_SHAPES = [(200, 4096, 21), (77, 6144, 16)]  # (M, K, T): 64 and 96 steps of 64 k
+# K split over a thread-block cluster, partial sums added in distributed shared memory
+CLUSTER_SPLIT = [
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 1, "CLUSTER": 2},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "CLUSTER": 2},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 4, "XLOAD": 3, "CLUSTER": 4},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "CLUSTER": 4},
+]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + ONE_HOT}  # scripts/precompile.py builds these off the GPU
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -93,6 +96,21 @@ def test_wgmma_deep_rings_wrap_correctly(gpu_device, qtype, cfg):
     for M, K, T in DEEP_SHAPES:
         prob = random_problem(rng, qtype, M, K, T)
         assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} deep{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(CLUSTER_SPLIT)))
+def test_wgmma_cluster_split_sums_every_part(gpu_device, qtype, cfg):
+    """The leader CTA adds its cluster's partial sums: a part missed, added twice or read before
+    it is written fails the bound. K = 256 leaves all but one CTA of the cluster without a
+    super-block (they contribute zeros); K = 4096 / 6144 gives each several."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
+    rng = np.random.default_rng([cfg, TYPES.index(qtype), 92])
+    for M, K, T in SHAPES + DEEP_SHAPES:
+        prob = random_problem(rng, qtype, M, K, T)
+        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cluster{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

@@ -8,7 +8,7 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CONFIGS
+from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING
 
 
 def test_generated_header_is_current():
@@ -17,7 +17,8 @@ def test_generated_header_is_current():
     assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
 
 
-@pytest.mark.parametrize("params", [*CONFIGS, *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
+@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT,
+                                    *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
     assert compiled.arch == "sm_90a"

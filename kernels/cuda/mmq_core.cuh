@@ -337,6 +337,20 @@ __device__ __forceinline__ void quantize_stage(const uint8_t* raw_x, int8_t* xqt
 }
 #endif
 
+#if QTYPE == 2
+// q6_K: four int8 (q6 - 32) of quarter r (ql nibble r / 2, qh bits 2 r .. 2 r + 1).
+__device__ __forceinline__ uint32_t q6_word(uint32_t ql, uint32_t qh, int r) {
+    const uint32_t q6 = ((ql >> (4 * (r >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * r)) & 0x03030303u) << 4);
+#if Q6SUB
+    // 0..63 -> -32..31 in each byte: q6 + 0x60 <= 0x9F carries into no neighbour, and flipping
+    // bit 7 takes 0x80 off (q6 >= 32) or adds it (q6 < 32): (q6 - 32) mod 256, the int8 q6 - 32
+    return (q6 + 0x60606060u) ^ 0x80808080u;
+#else
+    return __vsubss4(q6, 0x20202020u);  // 0..63 -> -32..31, four bytes at once
+#endif
+}
+#endif
+
 // One 32-bit word (4 consecutive k) of weight row r, super-block-local word wi, as int8x4.
 __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
     const int j = wi >> 3, p = wi & 7;  // 32-group j, word p within the group
@@ -353,18 +367,12 @@ __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
     const int n = j >> 2, r = j & 3;
     const uint32_t ql = u32_at2(blk + 64 * n + 32 * (r & 1) + 4 * p);
     const uint32_t qh = u32_at2(blk + 128 + 32 * n + 4 * p);
-    const uint32_t q6 = ((ql >> (4 * (r >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * r)) & 0x03030303u) << 4);
-#if Q6SUB
-    // 0..63 -> -32..31 in each byte: q6 + 0x60 <= 0x9F carries into no neighbour, and flipping
-    // bit 7 takes 0x80 off (q6 >= 32) or adds it (q6 < 32): (q6 - 32) mod 256, the int8 q6 - 32
-    return (q6 + 0x60606060u) ^ 0x80808080u;
-#else
-    return __vsubss4(q6, 0x20202020u);  // 0..63 -> -32..31, four bytes at once
-#endif
+    return q6_word(ql, qh, r);
 #else
     return u32_at2(blk + 34 * j + 2 + 4 * p);
 #endif
 }
+
 
 __device__ __forceinline__ const uint8_t* raw_block(const uint8_t* raw_w, int r, int row0, int M, int kb,
                                                     size_t row_bytes) {
@@ -375,6 +383,37 @@ __device__ __forceinline__ const uint8_t* raw_block(const uint8_t* raw_w, int r,
         return raw_w + r * kRawStride + (w_offset(row, kb, row_bytes) & 15);
     }
 }
+
+#if QTYPE == 2
+// The fragment-ready weight tile of one q6_K super-block: wfrag[(mt * 8 + j) * 32 + lane] =
+// (row g, row g + 8) x (word 8 j + q, 8 j + q + 4) of m16 tile mt, 32-group j = 4 n + r (the
+// natural k16 halves: q = lane % 4). The four quarters r of a 128-k half n share their ql bytes
+// (r and r + 2: low and high nibbles) and their qh bytes, so one item decodes all four from 3
+// loads per word position instead of 4 x 2: the unpack is the larger part of q6_K's super-block.
+__device__ __forceinline__ void unpack_q6_tile(uint4* wfrag, const uint8_t* raw_w, int row0, int M, int kb,
+                                               size_t rb) {
+    for (int e = threadIdx.x; e < BM * 4; e += kThreads) {  // (m16 tile, half n, lane)
+        const int ln = e & 31, n = (e >> 5) & 1, mt = e >> 6;
+        const int rg = mt * 16 + (ln >> 2), q = ln & 3;
+        const uint8_t* blk[2] = {raw_block(raw_w, rg, row0, M, kb, rb), raw_block(raw_w, rg + 8, row0, M, kb, rb)};
+        uint32_t w[4][4];  // [quarter r][row g lo, row g + 8 lo, row g hi, row g + 8 hi]
+#pragma unroll
+        for (int h = 0; h < 2; ++h)      // word position p = q + 4 h
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {  // row g, g + 8
+                const uint8_t* b = blk[rr];
+                const int p = q + 4 * h;
+                const uint32_t ql0 = u32_at2(b + 64 * n + 4 * p), ql1 = u32_at2(b + 64 * n + 32 + 4 * p);
+                const uint32_t qh = u32_at2(b + 128 + 32 * n + 4 * p);
+#pragma unroll
+                for (int r = 0; r < 4; ++r) w[r][2 * h + rr] = q6_word((r & 1) ? ql1 : ql0, qh, r);
+            }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            wfrag[(mt * 8 + 4 * n + r) * 32 + ln] = make_uint4(w[r][0], w[r][1], w[r][2], w[r][3]);
+    }
+}
+#endif
 
 // Group scale sw and min mn of row block `blk`, group g (float32 ops as the dequantizer does them).
 __device__ __forceinline__ void group_scale(const uint8_t* blk, int g, float& sw, float& mn) {
@@ -474,18 +513,21 @@ __device__ __forceinline__ void mmq_tile(uint8_t* smem, const TileArgs& A) {
 
         // ---- unpack: fragment-ready weight tile, weight scales, activation scales ----
         const uint8_t* raw_w = st;
+#if QTYPE == 2
+        unpack_q6_tile(wfrag, raw_w, row0, M, kb, rb);
+#else
         for (int e = threadIdx.x; e < BM * 16; e += kThreads) {  // (m16 tile, group, lane)
             const int ln = e & 31, j = (e >> 5) & 7, mt = e >> 8;
             const int rg = mt * 16 + (ln >> 2), q = ln & 3;
             const uint8_t* b0 = raw_block(raw_w, rg, row0, M, kb, rb);
             const uint8_t* b8 = raw_block(raw_w, rg + 8, row0, M, kb, rb);
-            // word index within the super-block of slot s: k32 types use the kappa permutation
-            // (lane q holds group bytes 8q..8q+7), q6_K the natural k16 halves (4q and 16+4q).
-            const int w_lo = (kGroupK == 32) ? j * 8 + 2 * q : j * 8 + q;
-            const int w_hi = (kGroupK == 32) ? w_lo + 1 : w_lo + 4;
+            // word index within the super-block of slot s: the kappa permutation (lane q holds
+            // group bytes 8q..8q+7)
+            const int w_lo = j * 8 + 2 * q, w_hi = w_lo + 1;
             wfrag[e] = make_uint4(unpack_word(b0, w_lo), unpack_word(b8, w_lo), unpack_word(b0, w_hi),
                                   unpack_word(b8, w_hi));
         }
+#endif
         for (int e = threadIdx.x; e < BM * 4; e += kThreads) {  // (m16 tile, group, g)
             const int gg = e & 7, j = (e >> 3) & 7, mt = e >> 6;
             const uint8_t* b0 = raw_block(raw_w, mt * 16 + gg, row0, M, kb, rb);
