@@ -546,8 +546,12 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
             mbar_init(&sm.bars->rawfull[i], kRawThreads);
             mbar_init(&sm.bars->rawempty[i], 4 * kConsumers);
         }
+        // in a cluster the copy engine's complete_tx addresses the barriers through the cluster
+        // window: make the inits visible there before any copy is issued
+        if constexpr (CLUSTER > 1) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1) cluster_sync();  // (also: every CTA of the cluster has started)
+    else __syncthreads();
 
     int kb_begin, kb_end;
     split_range(K / 256, kb_begin, kb_end);
