@@ -108,7 +108,7 @@ def cmd_run(args) -> int:
     from campaign import session as session_mod
 
     for params in args.enqueue or []:  # all checked before the study is opened or anything queued
-        session_mod.check_params(experiments.get(args.lever), params)
+        session_mod.complete_candidate(experiments.get(args.lever), params)
     session = session_mod.start(args.lever, _options(args), study_name=args.study, suite=args.suite,
                                 types=_types(args.types) if args.types else None)
     for params in args.enqueue or []:

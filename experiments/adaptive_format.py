@@ -20,7 +20,7 @@ LEVER = Lever(
            mmq_adaptive.CROSSOVER: [16, 32, 64, 128, 256, 512, 1024]},
     fixed={"SPLITK": 0},
     defaults={"BM": 64, "BN": 128, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 1, "CVT": 1, "MIN_BLOCKS": 1,
-              mmq_adaptive.CROSSOVER: mmq_adaptive.DEFAULT_CROSSOVER_T},
+              "DEQ": 1, "RESCALE": 1, "Q6SUB": 0, mmq_adaptive.CROSSOVER: mmq_adaptive.DEFAULT_CROSSOVER_T},
     suite="dense_xover_4096x14336",
     types=MMQ_BASE.types,
     incumbent="mmq_base",

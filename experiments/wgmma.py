@@ -30,7 +30,7 @@ LEVER = Lever(
         "CLUSTER": [1, 2, 4],  # K split over a thread-block cluster, summed in distributed shared memory
     },
     fixed={"AREG": 1, "SPLITK": 0, "XSYNC": 0},
-    defaults=mmq_wgmma.heuristic_params(4096),
+    defaults={**mmq_wgmma.heuristic_params(4096), "MIN_BLOCKS": 1, "CLUSTER": 1},
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="mmq_base",

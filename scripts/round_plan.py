@@ -9,7 +9,8 @@ A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... -
 with its N candidates enqueued (and Optuna's own samples after them when the entry asks for more
 "trials"); the `bench` group is the full dense bench. GROUPs (default: all)
 select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
-parameters, so the compiled sources are the ones the trials build.
+parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
+does), so the compiled sources are the ones the trials build.
 """
 from __future__ import annotations
 
@@ -50,12 +51,13 @@ def steps(groups: list[str]) -> list[str]:
 
 def precompile_extra(groups: list[str]) -> dict[str, list[dict]]:
     import experiments
+    from campaign.session import complete_candidate
 
     studies, _ = load(groups)
     extra: dict[str, list[dict]] = {}
     for s in studies:
-        lever = experiments.get(s["lever"])
-        extra.setdefault(lever.family, []).extend({**lever.fixed, **p} for p in s["enqueue"])
+        lever = experiments.get(s["lever"])  # compiled as the study will run them: defaults filled in
+        extra.setdefault(lever.family, []).extend({**lever.fixed, **complete_candidate(lever, p)} for p in s["enqueue"])
     return extra
 
 

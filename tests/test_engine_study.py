@@ -81,6 +81,20 @@ def test_run_records_every_trial_in_optuna_and_mlflow(campaign, tmp_path):
     assert f"# rows_per_tile = {trials[1].params['rows_per_tile']}" in open(source).read()
 
 
+def test_an_enqueued_candidate_takes_the_defaults_for_what_it_leaves_out(campaign):
+    """Optuna samples what an enqueued trial leaves out; the engine fills in the lever's defaults
+    instead, so the trial runs the candidate as written (run 20 measured two-CTA tiles with a
+    random CLUSTER this way)."""
+    from experiments.cpu_demo import LEVER
+
+    partial = {k: v for k, v in FAST[0].items() if k not in ("acc", "threads")}
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", "--study", "partial",
+                                  f"--enqueue={json.dumps(partial)}")
+    assert code == 0, err
+    (trial,) = _study(campaign.storage, "partial").get_trials()
+    assert trial.params == {**partial, "acc": LEVER.defaults["acc"], "threads": LEVER.defaults["threads"]}
+
+
 def test_timeout_stops_starting_trials(campaign):
     code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--timeout", "0.5")
     assert code == 0, err

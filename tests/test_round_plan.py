@@ -11,7 +11,7 @@ import pytest
 
 import experiments
 from campaign import workloads
-from campaign.session import check_params
+from campaign.session import complete_candidate
 from gates.static import DEFAULT_SMEM_OPTIN, SMEM_OPTIN_BY_ARCH
 from kernels import families
 
@@ -29,10 +29,16 @@ def test_every_candidate_is_in_the_space_and_valid_for_every_type(study):
     workloads.get(study["suite"])
     family = families.get(lever.family)
     for params in study["enqueue"]:
-        check_params(lever, params)
+        full = complete_candidate(lever, params)  # what the study runs: the defaults fill the rest
         for qtype in study["types"].split(","):
             assert qtype in lever.types
-            assert family.invalid({**lever.fixed, **params}, qtype, H200) is None, (qtype, params)
+            assert family.invalid({**lever.fixed, **full}, qtype, H200) is None, (qtype, full)
+
+
+@pytest.mark.parametrize("lever", experiments.all_levers(), ids=lambda lev: lev.name)
+def test_every_lever_has_a_default_for_each_searched_parameter(lever):
+    """An enqueued candidate that leaves a parameter out runs it at its default."""
+    assert complete_candidate(lever, {}) == {name: lever.defaults[name] for name in lever.space}
 
 
 def test_the_plan_expands_into_steps_and_a_precompile_list(tmp_path):
