@@ -106,6 +106,10 @@ def test_wgmma_cluster_split_sums_every_part(gpu_device, qtype, cfg):
     super-block (they contribute zeros); K = 4096 / 6144 gives each several."""
     from kernels import mmq_wgmma
 
+    if qtype == "q6_K":  # refused: three of these five failed on the H200 (runs 19-20)
+        with pytest.raises(ValueError, match="fails the parity tests for q6_K"):
+            mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
+        return
     variant = mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
     rng = np.random.default_rng([cfg, TYPES.index(qtype), 92])
     for M, K, T in SHAPES + DEEP_SHAPES:

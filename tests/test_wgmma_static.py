@@ -207,11 +207,12 @@ def test_cluster_configurations_say_why_not():
     assert "register-A" in inv({"CLUSTER": 2}, "q4_K", info)
     assert "the cluster is the split" in inv({"AREG": 1, "CLUSTER": 2, "SPLITK": 4}, "q4_K", info)
     assert inv({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}, "q4_K", info) is None
+    assert "q6_K" in inv({"AREG": 1, "BN": 16, "CLUSTER": 4}, "q6_K", info)  # failed parity on the H200
     # BN=256 at BM=128: 128 KB of partial sums, 2 x 32 KB ring + 2 x 18 KB raw slots hold 100 KB
     assert "partial sums" in inv({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 2, "RAW": 2, "CLUSTER": 2}, "q4_K", info)
 
 
-@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q8_0"])
 def test_cluster_split_compiles_to_cluster_barriers_and_remote_loads(qtype):
     params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4}
     compiled = mmq_wgmma.FAMILY.compile_only(params, qtype)
