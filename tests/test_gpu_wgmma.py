@@ -78,10 +78,15 @@ def test_wgmma_parity(gpu_device, qtype, cfg):
 
     variant = mmq_wgmma.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
     assert variant.resources["arch"] == "sm_90a"
-    rng = np.random.default_rng([cfg, TYPES.index(qtype), 90])
-    for M, K, T in SHAPES:
+    check_shapes(variant, qtype, SHAPES, [cfg, TYPES.index(qtype), 90], f"cfg{cfg}")
+
+
+def check_shapes(variant, qtype: str, shapes: list, seed: list, tag: str) -> None:
+    """The f16 bound on fresh random problems of each (M, K, T), output poisoned first."""
+    rng = np.random.default_rng(seed)
+    for M, K, T in shapes:
         prob = random_problem(rng, qtype, M, K, T)
-        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cfg{cfg}")
+        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} {tag}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -92,10 +97,7 @@ def test_wgmma_deep_rings_wrap_correctly(gpu_device, qtype, cfg):
     from kernels import mmq_wgmma
 
     variant = mmq_wgmma.FAMILY.build(DEEP_RING[cfg], qtype, gpu_device)
-    rng = np.random.default_rng([cfg, TYPES.index(qtype), 91])
-    for M, K, T in DEEP_SHAPES:
-        prob = random_problem(rng, qtype, M, K, T)
-        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} deep{cfg}")
+    check_shapes(variant, qtype, DEEP_SHAPES, [cfg, TYPES.index(qtype), 91], f"deep{cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -111,10 +113,7 @@ def test_wgmma_cluster_split_sums_every_part(gpu_device, qtype, cfg):
             mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
         return
     variant = mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
-    rng = np.random.default_rng([cfg, TYPES.index(qtype), 92])
-    for M, K, T in SHAPES + DEEP_SHAPES:
-        prob = random_problem(rng, qtype, M, K, T)
-        assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} cluster{cfg}")
+    check_shapes(variant, qtype, SHAPES + DEEP_SHAPES, [cfg, TYPES.index(qtype), 92], f"cluster{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):
