@@ -373,7 +373,6 @@ __device__ __forceinline__ uint32_t unpack_word(const uint8_t* blk, int wi) {
 #endif
 }
 
-
 __device__ __forceinline__ const uint8_t* raw_block(const uint8_t* raw_w, int r, int row0, int M, int kb,
                                                     size_t row_bytes) {
     if constexpr (kRawBytes % 16 == 0) {
