@@ -40,13 +40,10 @@
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (tokens), STAGES 2..4,
 // RAW 2..6, NSPLIT (token parts per block: each part is one wgmma group and BN / (2 NSPLIT)
 // s32 registers; q6_K splits each part again into two), MIN_BLOCKS.
-#include "wgmma_tile.cuh"
+#include "wgmma_ring.cuh"
 #include "wgmma_s8_ops.cuh"
 #include "q8_1.cuh"
 
-#ifndef RAW
-#define RAW 2
-#endif
 #ifndef NSPLIT
 #define NSPLIT 1
 #endif
@@ -81,12 +78,10 @@ static_assert(NSPLIT == 1 || NSPLIT == 2 || NSPLIT == 4, "NSPLIT must be 1, 2 or
 static_assert(BN % kParts == 0 && kW % 8 == 0, "each token part is a wgmma N (a multiple of 8)");
 static_assert((STAGES * kQChunk) % kAlign == 0, "q chunks keep their 1024-byte swizzle alignment");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
-constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 <= 64 K registers
-static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+static_assert(!kMoveRegs || mmqwg::register_split_fits(kProducerRegs, kConsumerRegs, kConsumerThreads), "register file");
 
-struct Bars {
-    uint64_t xfull[STAGES], xempty[STAGES], rawfull[RAW], rawempty[RAW];
-};
+using mmqwg::Bars;
 static_assert(sizeof(Bars) <= kBarBytes, "barriers overflow their smem slot");
 
 struct Smem {
@@ -104,15 +99,7 @@ struct Job {
     size_t rb;
 };
 
-// ---- the producer warpgroup: copies only ----
-
-__device__ __forceinline__ void produce_raw(const Smem& sm, const Job& j, int tid) {
-    for (int b = 0; b < j.n / kStepsPerSb; ++b) {
-        if (b >= RAW) mmqwg::mbar_wait(&sm.bars->rawempty[b % RAW], ((b / RAW) - 1) & 1);
-        mmqwg::issue_raw(sm.raw + (b % RAW) * kRawWBytes, tid, kRawThreads, j.W, j.row0, j.M, j.kb_begin + b, j.rb);
-        mmqwg::cp_async_mbar_arrive(&sm.bars->rawfull[b % RAW]);
-    }
-}
+// ---- the producer warpgroup: copies only (raw slots: wgmma_ring.cuh) ----
 
 __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j) {
     const size_t tile = static_cast<size_t>(blockIdx.x) * (j.K / kStepK);
@@ -322,7 +309,9 @@ mmq_wgmma_i8_gemm(const uint8_t* __restrict__ W, const uint8_t* __restrict__ Xq,
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         const int tid = threadIdx.x - kConsumerThreads;
         if (tid == 0) produce_x(sm, job);
-        else if (tid >= 32) produce_raw(sm, job, tid - 32);
+        else if (tid >= 32)
+            mmqwg::produce_raw_slots(sm.raw, sm.bars, tid - 32, kRawThreads, job.n / kStepsPerSb, job.W, job.row0,
+                                     job.M, job.kb_begin, job.rb);
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;

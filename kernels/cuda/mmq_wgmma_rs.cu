@@ -52,11 +52,8 @@
 // RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS. A narrow token tile has small activation chunks (2 KB at
 // BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
 #define MMQ_MAX_STAGES 16
-#include "wgmma_tile.cuh"
+#include "wgmma_ring.cuh"
 
-#ifndef RAW
-#define RAW 2
-#endif
 #ifndef XSYNC
 #define XSYNC 0
 #endif
@@ -92,12 +89,8 @@ static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
               "the cluster's partial sums do not fit in the drained ring and raw slots");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
-constexpr int kProducerRegs = 72, kConsumerRegs = 208;  // 128 x 72 + 256 x 208 <= 64 K registers
-static_assert(!kMoveRegs || 128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
-
-struct Bars {
-    uint64_t xfull[STAGES], xempty[STAGES], rawfull[RAW], rawempty[RAW];
-};
+constexpr int kProducerRegs = 72, kConsumerRegs = 208;
+static_assert(!kMoveRegs || register_split_fits(kProducerRegs, kConsumerRegs, kConsumerThreads), "register file");
 static_assert(sizeof(Bars) <= kBarBytes, "barriers overflow their smem slot");
 
 struct Smem {
@@ -313,15 +306,6 @@ __device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int k
             const int tok = min(j.tok0 + t, j.T - 1);  // tokens past T load the last one; never stored
             cp_async16(xs + swz(t, c), src + static_cast<size_t>(tok) * j.K);
         }
-    }
-}
-
-// Raw-copy warps: super-block b into its slot as soon as the slot's previous super-block is read.
-__device__ __forceinline__ void produce_raw(const Smem& sm, const Job& j, int tid) {
-    for (int b = 0; b < j.n / kSteps; ++b) {
-        if (b >= RAW) mbar_wait(&sm.bars->rawempty[b % RAW], ((b / RAW) - 1) & 1);
-        issue_raw(sm.raw + (b % RAW) * kRawWBytes, tid, kRawThreads, j.W, j.row0, j.M, j.kb_begin + b, j.rb);
-        cp_async_mbar_arrive(&sm.bars->rawfull[b % RAW]);
     }
 }
 
@@ -561,7 +545,8 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         const int tid = threadIdx.x - kConsumerThreads;
         if (tid < kXThreads) produce_x(sm, job, tid);
-        else produce_raw(sm, job, tid - kXThreads);
+        else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0, job.M,
+                               job.kb_begin, job.rb);
         if constexpr (CLUSTER > 1) {  // the consumers' two cluster barriers count every thread
             cluster_sync();
             cluster_sync();
