@@ -11,7 +11,9 @@ the kernel:
                   1 one bulk copy per chunk that the pass wrote pre-tiled and swizzled, 2 TMA
                   (tensor map) on f16 rows, 3 f32 rows converted by the producer (no pass);
                   CLUSTER 2/4 splits K over a thread-block cluster that adds its partial sums
-                  in distributed shared memory (no partial buffer, no reduce launch)
+                  in distributed shared memory (no partial buffer, no reduce launch);
+                  MCAST 2/4 CTAs along M share each activation chunk: each copies a
+                  1 / MCAST share that the copy engine multicasts to all (XLOAD 1/2)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -32,7 +34,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1}
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1}
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -105,7 +107,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"ABUF={p['ABUF']}: 2, or 3 with WS=1"
     if p["DEQ"] not in (0, 1):
         return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
-    if reason := cluster_reason(p, qtype):
+    if reason := cluster_reason(p, qtype) or multicast_reason(p):
         return reason
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
@@ -130,6 +132,22 @@ def cluster_reason(p: dict, qtype: str) -> str | None:
     return None
 
 
+def multicast_reason(p: dict) -> str | None:
+    """MCAST > 1 (the register-A kernel, activations by the copy engine): a cluster of MCAST CTAs
+    along M, each copying whole 8-row swizzle atoms of every chunk, multicast to the others."""
+    if p["MCAST"] not in (1, 2, 4):
+        return f"MCAST={p['MCAST']} is not 1, 2 or 4 CTAs along M"
+    if p["MCAST"] == 1:
+        return None
+    if not p["AREG"] or p["XLOAD"] not in (1, 2):
+        return f"MCAST > 1 is the copy engine's multicast: AREG=1 with XLOAD 1 or 2, not XLOAD={p['XLOAD']}"
+    if p["CLUSTER"] > 1:
+        return "MCAST > 1 with CLUSTER > 1: a cluster either splits K or shares activations"
+    if (p["BN"] // p["MCAST"]) % 8:
+        return f"MCAST={p['MCAST']}: BN={p['BN']} does not split into whole 8-token swizzle atoms"
+    return None
+
+
 class WgmmaBound(mmq_f16.F16Bound):
     """The activation side of each XLOAD (the f16 path's X16_INPUT still says whether f16 rows
     arrive as they are):
@@ -141,11 +159,15 @@ class WgmmaBound(mmq_f16.F16Bound):
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.xload, self.tile_n = variant.params.get("XLOAD", 0), variant.params["BN"]
+        mcast = variant.params.get("MCAST", 1)
         self.maps: list = []
         super().__init__(device, variant, handle, problem)
+        if mcast > 1:  # whole clusters along M: a CTA past M loads clamped rows and stores nothing
+            gx, gy, gz = self.grid
+            self.grid = (gx, -(-gy // mcast) * mcast, gz)
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
-            rows = [self.scratch[0]] if not self.x16_input else self.x
-            self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n, 64) for buf in rows]
+            rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
+            self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64) for buf in rows]
 
     def alloc_activation(self, T: int, K: int) -> list:
         if self.xload == 3:
@@ -210,7 +232,8 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
-        cluster = {"CLUSTER": p["CLUSTER"]} if p["CLUSTER"] > 1 else {}  # CLUSTER=1: the source as before it
+        # CLUSTER=1, MCAST=1: the source as before they existed
+        cluster = {k: p[k] for k in ("CLUSTER", "MCAST") if p[k] > 1}
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **cluster}
 

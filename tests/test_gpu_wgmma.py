@@ -65,10 +65,21 @@ CLUSTER_SPLIT = [
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 8, "RAW": 4, "XLOAD": 3, "CLUSTER": 4},
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "CLUSTER": 4},
 ]
+# activations multicast to a cluster of CTAs along M (MCAST): each copies a share of every chunk
+MULTICAST = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "MCAST": 2},
+    {"AREG": 1, "BM": 128, "BN": 128, "STAGES": 4, "RAW": 3, "XLOAD": 2, "MCAST": 2},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "MCAST": 4},
+    {"AREG": 1, "BM": 64, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "MCAST": 4, "SPLITK": 2},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "MCAST": 2, "X16_INPUT": 1},
+]
+# M = 330: 3 (BM 128) or 6 (BM 64) row tiles, so the last cluster has a CTA with no rows; K = 4096
+# wraps every ring several times, so a slot refilled before all CTAs released it shows
+MULTICAST_SHAPES = [(330, 4096, 300), (37, 256, 5), (145, 512, 67)]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + ONE_HOT}  # scripts/precompile.py builds these off the GPU
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -114,6 +125,17 @@ def test_wgmma_cluster_split_sums_every_part(gpu_device, qtype, cfg):
         return
     variant = mmq_wgmma.FAMILY.build(CLUSTER_SPLIT[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, SHAPES + DEEP_SHAPES, [cfg, TYPES.index(qtype), 92], f"cluster{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(MULTICAST)))
+def test_wgmma_multicast_feeds_every_cta(gpu_device, qtype, cfg):
+    """Each CTA of the cluster sees the whole chunk: a share sent to the wrong offset, a missed
+    or double-counted share, or a slot refilled while another CTA still reads it fails the bound."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(MULTICAST[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 93], f"mcast{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

@@ -8,7 +8,7 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING
+from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, MULTICAST
 
 
 def test_generated_header_is_current():
@@ -17,7 +17,7 @@ def test_generated_header_is_current():
     assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
 
 
-@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT,
+@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -222,3 +222,49 @@ def test_cluster_split_compiles_to_cluster_barriers_and_remote_loads(qtype):
     assert "HGMMA" in compiled.sass
     plain = mmq_wgmma.FAMILY.compile_only({**params, "CLUSTER": 1}, qtype)
     assert "UCGABAR_ARV" not in plain.sass
+
+
+@pytest.mark.parametrize("mcast", [2, 4])
+@pytest.mark.parametrize("xload", [1, 2])
+def test_multicast_rounds_the_grid_to_whole_clusters_and_maps_a_share(mcast, xload):
+    """MCAST > 1: gridDim.y is a multiple of the cluster (M = 330 is 3 row tiles of 128), and
+    a TMA box is one CTA's share of the token tile."""
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "XLOAD": xload, "MCAST": mcast})
+    M, K, T = 330, 512, 300
+    rng = np.random.default_rng(mcast)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    variant = Variant("mmq_wgmma", params, "q4_K", "", {"registers": 168}, None)
+    device = RecordingDevice()
+    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
+              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device,
+              "convert_tiled": device.kernel("f32_to_f16_tiled"), "convert": device.kernel("f32_to_f16")}
+    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    bound.run()
+    (grid,) = [grid for name, grid, *_ in device.launches if name == "gemm"]
+    assert grid[:2] == (2, 4) and grid[1] % mcast == 0
+    if xload == 2:
+        assert device.tensor_maps == [(bound.scratch[0].ptr, T, K, 256 // mcast, 64)]
+
+
+def test_multicast_configurations_say_why_not():
+    info = {"smem_per_block_optin": 227 * 1024}
+    inv = mmq_wgmma.invalid_reason
+    assert "MCAST=3" in inv({"AREG": 1, "XLOAD": 1, "MCAST": 3}, "q4_K", info)
+    assert "XLOAD=3" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "MCAST": 2}, "q4_K", info)
+    assert "AREG=1" in inv({"XLOAD": 1, "MCAST": 2}, "q4_K", info)
+    assert "either splits K" in inv({"AREG": 1, "BN": 64, "XLOAD": 2, "MCAST": 2, "CLUSTER": 2}, "q4_K", info)
+    assert "8-token" in inv({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 4}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 2}, "q4_K", info) is None
+
+
+@pytest.mark.parametrize("xload, copy", [(1, "UBLKCP.S.G.MULTICAST"), (2, "UTMALDG.2D.MULTICAST")])
+def test_multicast_compiles_to_multicast_copies_and_remote_arrives(xload, copy):
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": xload, "MCAST": 2}
+    compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K")
+    assert copy in compiled.sass and "UCGABAR_WAIT" in compiled.sass
+    assert "MULTICAST" not in mmq_wgmma.FAMILY.compile_only({**params, "MCAST": 1}, "q4_K").sass

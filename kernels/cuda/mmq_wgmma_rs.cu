@@ -48,8 +48,14 @@
 // shared memory, the leader adds them over distributed shared memory and writes C itself -- no
 // partial buffer, no second launch.
 //
+// Activations shared by a cluster (MCAST = 2 or 4 CTAs along M, XLOAD 1/2): the CTAs of a cluster
+// multiply the same token tile with different weight rows, so each copies 1 / MCAST of every
+// activation chunk and the copy engine multicasts it into all of them. L2 reads of activations
+// drop MCAST-fold (at BN = 256 they are 7 of every 8 bytes a CTA reads); a slot is free again only
+// when the consumers of every CTA of the cluster have released it (xempty counts them all).
+//
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS. A narrow token tile has small activation chunks (2 KB at
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST. A narrow token tile has small activation chunks (2 KB at
 // BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
 #define MMQ_MAX_STAGES 16
 #include "wgmma_ring.cuh"
@@ -62,6 +68,9 @@
 #endif
 #ifndef CLUSTER
 #define CLUSTER 1
+#endif
+#ifndef MCAST
+#define MCAST 1
 #endif
 
 using namespace mmqwg;
@@ -85,6 +94,11 @@ static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
 static_assert(RAW >= 2 && RAW <= 8, "RAW must be 2..8");
 static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 1024-byte swizzle alignment");
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 2 or 4 CTAs along K");
+static_assert(MCAST == 1 || MCAST == 2 || MCAST == 4, "MCAST must be 1, 2 or 4 CTAs along M");
+static_assert(MCAST == 1 || (CLUSTER == 1 && kXByCopyEngine), "MCAST: the copy engine's multicast, no K cluster");
+static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
+constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
+constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
               "the cluster's partial sums do not fit in the drained ring and raw slots");
@@ -267,7 +281,7 @@ __device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
         for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
-// ---- thread-block cluster (CLUSTER > 1) ----
+// ---- thread-block cluster (CLUSTER > 1 or MCAST > 1) ----
 
 __device__ __forceinline__ uint32_t cluster_rank() {
     uint32_t r;
@@ -288,6 +302,34 @@ __device__ __forceinline__ float4 ld_cluster_f4(const void* local, uint32_t rank
     asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
     return v;
+}
+
+// Arrive on the mbarrier at this CTA's shared address `bar` in cluster CTA `rank` (release: the
+// arriving warp's reads of the slot it frees are ordered before the other CTA's refill).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+    asm volatile(
+        "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+        " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+        "r"(rank)
+        : "memory");
+}
+// bulk_copy_g2s / tma_load_2d into the same shared offset of every cluster CTA in `mask`, each
+// CTA's barrier at `bar`'s offset counting the bytes that land in it.
+__device__ __forceinline__ void bulk_copy_g2s_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                        uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+        "%4;\n" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask)
+        : "memory");
+}
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tmap, int c0, int c1, uint64_t* bar,
+                                                      uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(mask)
+        : "memory");
 }
 
 // ---- the two roles ----
@@ -316,14 +358,22 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
     if (tid != 0) return;
     // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
     const __half* tile = static_cast<const __half*>(j.X) + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
+    // MCAST > 1: this CTA's share is rows [rank, rank + 1) x BN / MCAST of every chunk, sent to all
+    const uint32_t share = MCAST > 1 ? cluster_rank() : 0;
     for (int f = 0; f < j.n; ++f) {
         if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
-        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);  // a box past T still counts in full
-        if constexpr (XLOAD == 1)
-            bulk_copy_g2s(sm.x + (f % STAGES) * kXChunk, tile + static_cast<size_t>(kc0 + f) * (BN * 64), kXChunk,
-                          &sm.bars->xfull[f % STAGES]);
-        else
-            tma_load_2d(sm.x + (f % STAGES) * kXChunk, j.X, (kc0 + f) * 64, j.tok0, &sm.bars->xfull[f % STAGES]);
+        // the whole chunk lands here (a box past T still counts in full): this CTA's share and the others'
+        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);
+        uint8_t* dst = sm.x + (f % STAGES) * kXChunk + share * kXShare;
+        if constexpr (XLOAD == 1) {
+            const __half* src = tile + static_cast<size_t>(kc0 + f) * (BN * 64) + share * (kXShare / 2);
+            if constexpr (MCAST == 1) bulk_copy_g2s(dst, src, kXChunk, &sm.bars->xfull[f % STAGES]);
+            else bulk_copy_g2s_multicast(dst, src, kXShare, &sm.bars->xfull[f % STAGES], (1u << MCAST) - 1);
+        } else {
+            const int tok = j.tok0 + static_cast<int>(share) * (BN / MCAST);  // the map's box is BN / MCAST rows
+            if constexpr (MCAST == 1) tma_load_2d(dst, j.X, (kc0 + f) * 64, tok, &sm.bars->xfull[f % STAGES]);
+            else tma_load_2d_multicast(dst, j.X, (kc0 + f) * 64, tok, &sm.bars->xfull[f % STAGES], (1u << MCAST) - 1);
+        }
     }
 #elif XLOAD == 3
     // unit u = (token row u / 8, 16-byte column u % 8) of a chunk: 8 f32 in, 8 f16 out (rounded as
@@ -424,6 +474,16 @@ struct Consumer {
         }
     }
 
+    // The chunk in slot `slot` is read: tell its producer -- with MCAST, every CTA's (each wrote a share).
+    __device__ __forceinline__ void release_x(int slot) {
+        if constexpr (MCAST == 1) {
+            mbar_arrive(&sm.bars->xempty[slot]);
+        } else {
+#pragma unroll
+            for (uint32_t r = 0; r < MCAST; ++r) mbar_arrive_cluster(&sm.bars->xempty[slot], r);
+        }
+    }
+
     template <int SUB>
     __device__ __forceinline__ void dequant(uint32_t (&a)[4][4]) {
         dequant_row<SUB>(a, words[0], sc[0], 0);
@@ -444,7 +504,7 @@ struct Consumer {
         wgmma_commit();
         wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
-        if (s >= 1 && lane == 0) mbar_arrive(&sm.bars->xempty[(s - 1) % STAGES]);
+        if (s >= 1 && lane == 0) release_x((s - 1) % STAGES);
         if (s + 1 >= j.n) return;
         dequant<(SUB + 1) % kSteps>(nxt);  // SUB == 3: begin_block(b + 1) ran a step ago
         if (s + 2 >= j.n) return;
@@ -481,6 +541,7 @@ struct Consumer {
         }
 #if CLUSTER == 1
         store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
+        if constexpr (MCAST > 1) cluster_sync();  // the other CTAs still arrive on this one's barriers until then
 #else
         // [float4 i][consumer thread]: a warp's 16-byte accesses are consecutive
         float4* part = reinterpret_cast<float4*>(sm.x) + threadIdx.x;
@@ -514,6 +575,8 @@ using namespace mmqrs;
 extern "C" __global__ void __launch_bounds__(kThreadsRs, MIN_BLOCKS)
 #if CLUSTER > 1
 __cluster_dims__(1, 1, CLUSTER)  // the launcher's grid has gridDim.z = CLUSTER
+#elif MCAST > 1
+__cluster_dims__(1, MCAST, 1)  // the launcher rounds gridDim.y up to a multiple of MCAST
 #endif
 mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float* __restrict__ C, int M, int T,
                int K, long long row_bytes) {
@@ -524,7 +587,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
             mbar_init(&sm.bars->xfull[i], kXByCopyEngine ? 1 : kXThreads);
-            mbar_init(&sm.bars->xempty[i], 4 * kConsumers);
+            mbar_init(&sm.bars->xempty[i], 4 * kConsumers * MCAST);  // consumer warps of every CTA sharing it
         }
         for (int i = 0; i < RAW; ++i) {
             mbar_init(&sm.bars->rawfull[i], kRawThreads);
@@ -532,9 +595,9 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         }
         // in a cluster the copy engine's complete_tx addresses the barriers through the cluster
         // window: make the inits visible there before any copy is issued
-        if constexpr (CLUSTER > 1) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        if constexpr (kInCluster) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if constexpr (CLUSTER > 1) cluster_sync();  // (also: every CTA of the cluster has started)
+    if constexpr (kInCluster) cluster_sync();  // (also: every CTA of the cluster has started)
     else __syncthreads();
 
     int kb_begin, kb_end;
@@ -549,6 +612,8 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
                                job.kb_begin, job.rb);
         if constexpr (CLUSTER > 1) {  // the consumers' two cluster barriers count every thread
             cluster_sync();
+            cluster_sync();
+        } else if constexpr (MCAST > 1) {
             cluster_sync();
         }
     } else {
