@@ -240,6 +240,7 @@ class CudaDevice:
         self._context.push()
         self._enqueue_ns_per_call = 0.0  # host launch time per timed call, learnt by time_once
         self._modules: dict[str, Module] = {}
+        self._dependent: dict = {}  # (cubin key, kernel) -> DependentKernel
         self._buffers: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
         self.info = self._read_info()
         self._start, self._end = drv.Event(), drv.Event()
@@ -284,6 +285,15 @@ class CudaDevice:
                 raise CudaError(f"loading the cubin failed: {_one_line(exc)}") from None
             self._modules[compiled.key] = Module(self, compiled, raw)
         return self._modules[compiled.key]
+
+    def dependent_kernel(self, compiled: nvcc.Compiled, name: str, smem_bytes: int):
+        """`name` of a loaded cubin as a programmatic dependent launch (kernels/dependent_launch.py)."""
+        from kernels.dependent_launch import DependentKernel
+
+        key = (compiled.key, name)
+        if key not in self._dependent:
+            self._dependent[key] = DependentKernel(compiled.cubin, name, smem_bytes, CudaError)
+        return self._dependent[key]
 
     def compile_and_load(self, source: str, extra_options=()) -> Module:
         """Compile source text for this device's arch and load it."""

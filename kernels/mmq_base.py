@@ -232,6 +232,7 @@ class MMQBound:
         self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 and not in_cluster else None
         self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
         self.block = (handle["threads"], 1, 1)
+        self.gemm = handle["gemm"]  # (the wgmma family's may be a programmatic dependent launch)
         self.i = 0
 
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
@@ -257,7 +258,7 @@ class MMQBound:
         self.current = i
         self.activation_pass(self.x[i])
         dst = self.partial if self.partial is not None else self.out
-        self.handle["gemm"].launch(self.grid, self.block,
+        self.gemm.launch(self.grid, self.block,
                                    (self.w[i].ptr, *self.activation_args(), dst.ptr,
                                     np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
                                     np.int64(self.row_bytes)), self.smem)

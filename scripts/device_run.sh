@@ -7,6 +7,7 @@
 #                    (ncu --clock-control none: the card's clocks are left as they are), and its
 #                    dram__bytes_read.sum; NCU_KERNEL picks the kernel (default regex:_gemm$;
 #                    mmq_moe_grouped for the MoE GEMM)
+#   clusters:        scripts/cluster_occupancy.py (how many thread-block clusters fit at once)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
@@ -26,7 +27,7 @@ status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
     args=()
-    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ]; do
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ] && [ "$1" != "clusters" ]; do
         args+=("$1"); shift
     done
     case $step in
@@ -48,6 +49,7 @@ while [ $# -gt 0 ]; do
                ncu -i "$OUT/ncu-$n.ncu-rep" --page details --print-details all >> "$OUT/ncu-$n.txt" 2>&1
                ncu -i "$OUT/ncu-$n.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$n-sass.csv" 2>&1
                grep -A12 "Warp State Statistics" "$OUT/ncu-$n.txt" | head -40 ;;
+        clusters) run python3 scripts/cluster_occupancy.py "${args[@]}" 2>&1 | tee -a "$OUT/clusters.log" ;;
         study) run python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;

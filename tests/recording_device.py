@@ -31,6 +31,9 @@ class RecordingDevice:
     def kernel(self, name: str, smem: int = 0) -> SimpleNamespace:  # a Module's kernel(name, smem) too
         return SimpleNamespace(launch=lambda *launch: self.launches.append((name, *launch)))
 
+    def dependent_kernel(self, compiled, name: str, smem: int) -> SimpleNamespace:
+        return SimpleNamespace(launch=lambda *launch: self.launches.append((f"{name} (dependent)", *launch)))
+
     def tensor_map_f16(self, buf, rows: int, cols: int, box_rows: int, box_cols: int):
         self.tensor_maps.append((buf.ptr, rows, cols, box_rows, box_cols))
         return self._buffer(np.zeros(128, np.uint8))

@@ -204,7 +204,7 @@ def test_promoting_the_composite_writes_shape_keyed_champions_where_its_own_kern
 
 def test_round_plan_studies_the_crossover_per_shape_with_valid_candidates():
     plan = json.loads((Path(__file__).resolve().parents[1] / "scripts" / "round_plan.json").read_text())
-    studies = [s for s in plan["studies"] if s["group"] == "adaptive"]
+    studies = [s for s in plan["studies"] if s["lever"] == "adaptive_format"]
     assert sorted(s["suite"] for s in studies) == sorted(f"dense_xover_{M}x{K}" for M, K in workloads.DENSE_SHAPES)
     info = {"smem_per_block_optin": 227 * 1024}
     for s in studies:

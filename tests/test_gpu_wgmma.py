@@ -76,10 +76,18 @@ MULTICAST = [
 # M = 330: 3 (BM 128) or 6 (BM 64) row tiles, so the last cluster has a CTA with no rows; K = 4096
 # wraps every ring several times, so a slot refilled before all CTAs released it shows
 MULTICAST_SHAPES = [(330, 4096, 300), (37, 256, 5), (145, 512, 67)]
+# the GEMM as a programmatic dependent launch of its activation pass: a GEMM that read the f16
+# activations before the pass wrote them would read the previous problem's (or garbage)
+DEPENDENT = [
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 1, "PDL": 1, "SPLITK": 2},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 0, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "MCAST": 2},
+]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + ONE_HOT}  # scripts/precompile.py builds these off the GPU
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -136,6 +144,17 @@ def test_wgmma_multicast_feeds_every_cta(gpu_device, qtype, cfg):
 
     variant = mmq_wgmma.FAMILY.build(MULTICAST[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 93], f"mcast{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(DEPENDENT)))
+def test_wgmma_dependent_launch_waits_for_its_pass(gpu_device, qtype, cfg):
+    """PDL=1: the GEMM starts before its activation pass ends; each problem's activations are
+    new, so reading them before the pass wrote them fails the bound."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(DEPENDENT[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 94], f"pdl{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

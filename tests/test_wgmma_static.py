@@ -8,7 +8,7 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, MULTICAST
+from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST
 
 
 def test_generated_header_is_current():
@@ -17,7 +17,7 @@ def test_generated_header_is_current():
     assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
 
 
-@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST,
+@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -268,3 +268,70 @@ def test_multicast_compiles_to_multicast_copies_and_remote_arrives(xload, copy):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K")
     assert copy in compiled.sass and "UCGABAR_WAIT" in compiled.sass
     assert "MULTICAST" not in mmq_wgmma.FAMILY.compile_only({**params, "MCAST": 1}, "q4_K").sass
+
+
+@pytest.mark.parametrize("x16_input", [0, 1])
+@pytest.mark.parametrize("xload", [1, 2])
+def test_a_dependent_gemm_follows_its_pass_and_only_its_pass(xload, x16_input):
+    """PDL=1: the GEMM goes through the dependent launch after the activation pass; with f16
+    rows in (no pass) it is launched plainly, since nothing before it may overlap it."""
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    if xload == 1 and x16_input:
+        return  # (XLOAD=1 reads the pass's tiles: no f16-input form)
+    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "PDL": 1})
+    M, K, T = 4096, 2048, 16
+    rng = np.random.default_rng(xload)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    variant = Variant("mmq_wgmma", {**params, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
+    device = RecordingDevice()
+    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
+              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device,
+              "convert_tiled": device.kernel("f32_to_f16_tiled"), "convert": device.kernel("f32_to_f16")}
+    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    bound.run()
+    names = [name for name, *_ in device.launches]
+    passed = {1: "f32_to_f16_tiled", 2: "f32_to_f16"}[xload]
+    want = ["gemm"] if x16_input else [passed, "mmq_wgmma_gemm (dependent)"]
+    assert names == want + (["reduce"] if bound.partial is not None else [])
+
+
+def test_dependent_launch_configurations_say_why_not():
+    info = {"smem_per_block_optin": 227 * 1024}
+    inv = mmq_wgmma.invalid_reason
+    assert "PDL=2" in inv({"AREG": 1, "PDL": 2}, "q4_K", info)
+    assert "XLOAD 0-2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 1}, "q4_K", info)
+    assert "XLOAD 0-2" in inv({"PDL": 1}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 1}, "q4_K", info) is None
+
+
+def test_dependent_launch_waits_in_the_gemm_and_releases_in_the_pass():
+    """griddepcontrol.wait (SASS ACQBULK) in the GEMM's activation warps, launch_dependents
+    (PREEXIT) in the pass; neither without PDL."""
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 1, "PDL": 1}
+    sass = mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass
+    functions = re.split(r"\n\s*Function : ", sass)
+    gemm = next(f for f in functions if f.startswith("mmq_wgmma_gemm"))
+    tiled = next(f for f in functions if f.startswith("f32_to_f16_tiled"))
+    assert "ACQBULK" in gemm and "PREEXIT" in tiled
+    plain = mmq_wgmma.FAMILY.compile_only({**params, "PDL": 0}, "q4_K").sass
+    assert "ACQBULK" not in plain and "PREEXIT" not in plain
+
+
+def test_the_launch_structures_have_the_driver_layout():
+    """CUlaunchConfig and CUlaunchAttribute as cuda.h lays them out (x86-64)."""
+    import ctypes
+
+    from kernels import dependent_launch as dl
+
+    assert ctypes.sizeof(dl.LaunchAttribute) == 72 and dl.LaunchAttribute.value.offset == 8
+    assert ctypes.sizeof(dl.LaunchConfig) == 56
+    assert (dl.LaunchConfig.shared_mem_bytes.offset, dl.LaunchConfig.stream.offset, dl.LaunchConfig.attrs.offset,
+            dl.LaunchConfig.num_attrs.offset) == (24, 32, 40, 48)
+    attr = dl.programmatic_attribute()
+    assert attr.id == 6 and int.from_bytes(bytes(attr.value[:4]), "little") == 1
+    assert dl.c_argument(np.int32(-3), "i").value == -3 and dl.c_argument(np.int64(1 << 40), "l").value == 1 << 40
+    assert dl.c_argument(0xDEAD0000, "P").value == 0xDEAD0000

@@ -3,8 +3,17 @@
 #pragma once
 #include "dequant16.cuh"
 
+// PDL = 1: the GEMM after this pass is a programmatic dependent launch (kernels/dependent_launch.py):
+// the pass lets it start at once, and the GEMM waits for the pass's writes where it reads them.
+#if defined(PDL) && PDL
+#define MMQ_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define MMQ_LAUNCH_DEPENDENTS()
+#endif
+
 // f32 -> f16 (round to nearest even), 4 per thread; n a multiple of 4.
 extern "C" __global__ void f32_to_f16(const float4* __restrict__ x, uint2* __restrict__ y, long long n4) {
+    MMQ_LAUNCH_DEPENDENTS();
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const float4 v = x[i];

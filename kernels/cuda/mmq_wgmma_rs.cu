@@ -54,8 +54,12 @@
 // drop MCAST-fold (at BN = 256 they are 7 of every 8 bytes a CTA reads); a slot is free again only
 // when the consumers of every CTA of the cluster have released it (xempty counts them all).
 //
+// PDL = 1 (XLOAD 0-2, whose activations an f32 -> f16 pass writes): the kernel is launched as a
+// programmatic dependent of that pass, so its CTAs start, initialise their barriers and copy the
+// first RAW super-blocks of weights while the pass runs; only the activation warps wait for it.
+//
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST. A narrow token tile has small activation chunks (2 KB at
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL. A narrow token tile has small activation chunks (2 KB at
 // BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
 #define MMQ_MAX_STAGES 16
 #include "wgmma_ring.cuh"
@@ -71,6 +75,9 @@
 #endif
 #ifndef MCAST
 #define MCAST 1
+#endif
+#ifndef PDL
+#define PDL 0
 #endif
 
 using namespace mmqwg;
@@ -96,6 +103,7 @@ static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 10
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 2 or 4 CTAs along K");
 static_assert(MCAST == 1 || MCAST == 2 || MCAST == 4, "MCAST must be 1, 2 or 4 CTAs along M");
 static_assert(MCAST == 1 || (CLUSTER == 1 && kXByCopyEngine), "MCAST: the copy engine's multicast, no K cluster");
+static_assert(!PDL || XLOAD != 3, "PDL overlaps the activation pass: XLOAD 3 has none");
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
@@ -354,6 +362,7 @@ __device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int k
 // Activation warps: step f's chunk into ring slot f % STAGES once the consumers released it.
 __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid) {
     const int kc0 = j.kb_begin * kSteps;
+    if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 activations are written
 #if XLOAD == 1 || XLOAD == 2
     if (tid != 0) return;
     // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
@@ -631,6 +640,7 @@ MMQ_SPLITK_REDUCE(mmq_wgmma_splitk_reduce)
 // each chunk already in the 128B-swizzled order the wgmma reads (16-byte unit c of row t at
 // c ^ (t & 7)), tokens past T zero. One thread writes one 16-byte unit; f16 as f32_to_f16 rounds.
 extern "C" __global__ void f32_to_f16_tiled(const float* __restrict__ x, uint4* __restrict__ y, int T, int K) {
+    MMQ_LAUNCH_DEPENDENTS();
     const int steps = K / 64;
     const long long n = static_cast<long long>((T + BN - 1) / BN) * BN * K / 8;
     for (long long o = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; o < n;
