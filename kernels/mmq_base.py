@@ -259,9 +259,9 @@ class MMQBound:
         self.activation_pass(self.x[i])
         dst = self.partial if self.partial is not None else self.out
         self.gemm.launch(self.grid, self.block,
-                                   (self.w[i].ptr, *self.activation_args(), dst.ptr,
-                                    np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
-                                    np.int64(self.row_bytes)), self.smem)
+                         (self.w[i].ptr, *self.activation_args(), dst.ptr,
+                          np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
+                          np.int64(self.row_bytes)), self.smem)
         if self.partial is not None:
             n = wl.T * wl.M
             self.handle["reduce"].launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),

@@ -53,14 +53,17 @@
 // activation chunk and the copy engine multicasts it into all of them. L2 reads of activations
 // drop MCAST-fold (at BN = 256 they are 7 of every 8 bytes a CTA reads); a slot is free again only
 // when the consumers of every CTA of the cluster have released it (xempty counts them all).
+// Measured (docs/perf-log.md runs 21-24): within 2 % of the plain launch, because at large T the
+// plain kernel is bound by the tensor pipe, with L2 only 64 % busy.
 //
 // PDL = 1 (XLOAD 0-2, whose activations an f32 -> f16 pass writes): the kernel is launched as a
 // programmatic dependent of that pass, so its CTAs start, initialise their barriers and copy the
 // first RAW super-blocks of weights while the pass runs; only the activation warps wait for it.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL. A narrow token tile has small activation chunks (2 KB at
-// BN = 16), so its ring can run many steps ahead of the consumers and cover a whole copy round trip.
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL. A narrow token tile has small activation
+// chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover a whole
+// copy round trip.
 #define MMQ_MAX_STAGES 16
 #include "wgmma_ring.cuh"
 
