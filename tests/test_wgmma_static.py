@@ -11,6 +11,25 @@ from kernels import wgmma_header as gen_wgmma_header
 from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST
 
 
+def recorded_bound(params: dict, M: int, K: int, T: int, seed: int, x16_input: int = 0):
+    """(device, problem, bound): the launcher of a q4_K problem on a RecordingDevice, which
+    records launches and TMA maps instead of running them."""
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    rng = np.random.default_rng(seed)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    family = mmq_wgmma.FAMILY
+    p = family.complete(params)
+    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
+    device = RecordingDevice()
+    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
+              "reduce": device.kernel("reduce"), "module": device}
+    return device, problem, family.make_bound(device, variant, handle, problem)
+
+
 def test_generated_header_is_current():
     assert gen_wgmma_header.HEADER.read_text() == gen_wgmma_header.render(), \
         "kernels/cuda/wgmma_ops.cuh is stale: run python3 -m kernels.wgmma_header"
@@ -133,25 +152,12 @@ def test_each_activation_load_gets_what_its_kernel_reads(xload, x16_input):
     row-major rows; 1 the tiling pass into whole BN-token tiles; 2 the pass, and the kernel gets a
     TMA map of the rows it reads (one per rotation copy when f16 arrives as is); 3 no pass, the
     kernel reads the f32 rows. Every launch's GEMM arguments are (W, X, C, M, T, K, row_bytes)."""
-    from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
-
     params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "X16_INPUT": x16_input}
     if mmq_wgmma.invalid_reason(params, "q4_K", {}):
         assert xload in (1, 3) and x16_input  # the two that need f32 rows
         return
     M, K, T = 40, 512, 21  # T: one full 16-token tile and a partial one
-    rng = np.random.default_rng(xload)
-    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").quantize(rng.standard_normal((M, K)).astype(np.float32)),
-                      rng.standard_normal((T, K)).astype(np.float32))
-    family = mmq_wgmma.FAMILY
-    p = family.complete(params)
-    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
-              "reduce": device.kernel("reduce"), "module": device}
-    bound = family.make_bound(device, variant, handle, problem)
+    device, problem, bound = recorded_bound(params, M, K, T, xload, x16_input)
     bound.splitk, bound.partial = 1, None  # one launch per run: the GEMM's own arguments
     bound.run()
     bound.run()  # the second run reads the next rotation copy
@@ -180,20 +186,9 @@ def test_each_activation_load_gets_what_its_kernel_reads(xload, x16_input):
 def test_a_cluster_split_launches_one_kernel_with_the_cluster_along_k(cluster):
     """CLUSTER > 1: gridDim.z is the cluster (whatever the auto split would pick), the GEMM writes
     C itself, and there is no partial buffer and no reduce launch."""
-    from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
-
-    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": 3, "CLUSTER": cluster})
-    M, K, T = 4096, 2048, 16  # 32 tiles: the auto split would pick 4 (2048 / 256 = 8 super-blocks)
-    rng = np.random.default_rng(cluster)
-    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
-                      rng.standard_normal((T, K)).astype(np.float32))
-    variant = Variant("mmq_wgmma", params, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
-              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device}
-    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": 3, "CLUSTER": cluster}
+    # M=4096, K=2048, T=16: 32 tiles, where the auto split would pick 4 (2048 / 256 = 8 super-blocks)
+    device, _, bound = recorded_bound(params, 4096, 2048, 16, cluster)
     bound.run()
     assert [name for name, *_ in device.launches] == ["gemm"]
     (_, grid, _, args, _), = device.launches
@@ -229,21 +224,9 @@ def test_cluster_split_compiles_to_cluster_barriers_and_remote_loads(qtype):
 def test_multicast_rounds_the_grid_to_whole_clusters_and_maps_a_share(mcast, xload):
     """MCAST > 1: gridDim.y is a multiple of the cluster (M = 330 is 3 row tiles of 128), and
     a TMA box is one CTA's share of the token tile."""
-    from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
-
-    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "XLOAD": xload, "MCAST": mcast})
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "XLOAD": xload, "MCAST": mcast}
     M, K, T = 330, 512, 300
-    rng = np.random.default_rng(mcast)
-    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
-                      rng.standard_normal((T, K)).astype(np.float32))
-    variant = Variant("mmq_wgmma", params, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
-              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device,
-              "convert_tiled": device.kernel("f32_to_f16_tiled"), "convert": device.kernel("f32_to_f16")}
-    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    device, _, bound = recorded_bound(params, M, K, T, mcast)
     bound.run()
     (grid,) = [grid for name, grid, *_ in device.launches if name == "gemm"]
     assert grid[:2] == (2, 4) and grid[1] % mcast == 0
@@ -275,23 +258,10 @@ def test_multicast_compiles_to_multicast_copies_and_remote_arrives(xload, copy):
 def test_a_dependent_gemm_follows_its_pass_and_only_its_pass(xload, x16_input):
     """PDL=1: the GEMM goes through the dependent launch after the activation pass; with f16
     rows in (no pass) it is launched plainly, since nothing before it may overlap it."""
-    from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
-
     if xload == 1 and x16_input:
         return  # (XLOAD=1 reads the pass's tiles: no f16-input form)
-    params = mmq_wgmma.FAMILY.complete({"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "PDL": 1})
-    M, K, T = 4096, 2048, 16
-    rng = np.random.default_rng(xload)
-    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
-                      rng.standard_normal((T, K)).astype(np.float32))
-    variant = Variant("mmq_wgmma", {**params, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": mmq_wgmma.FAMILY.smem(params, "q4_K"), "threads": mmq_wgmma.FAMILY.threads(params),
-              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce"), "module": device,
-              "convert_tiled": device.kernel("f32_to_f16_tiled"), "convert": device.kernel("f32_to_f16")}
-    bound = mmq_wgmma.FAMILY.make_bound(device, variant, handle, problem)
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "PDL": 1}
+    device, _, bound = recorded_bound(params, 4096, 2048, 16, xload, x16_input)
     bound.run()
     names = [name for name, *_ in device.launches]
     passed = {1: "f32_to_f16_tiled", 2: "f32_to_f16"}[xload]
