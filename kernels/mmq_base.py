@@ -232,7 +232,8 @@ class MMQBound:
         self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 and not in_cluster else None
         self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
         self.block = (handle["threads"], 1, 1)
-        self.gemm = handle["gemm"]  # (the wgmma family's may be a programmatic dependent launch)
+        # (the wgmma family's may be programmatic dependent launches)
+        self.gemm, self.reduce = handle["gemm"], handle.get("reduce")
         self.i = 0
 
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
@@ -264,9 +265,8 @@ class MMQBound:
                           np.int64(self.row_bytes)), self.smem)
         if self.partial is not None:
             n = wl.T * wl.M
-            self.handle["reduce"].launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),
-                                         (self.partial.ptr, self.out.ptr, np.int64(n),
-                                          np.int32(self.splitk)), 0)
+            self.reduce.launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),
+                               (self.partial.ptr, self.out.ptr, np.int64(n), np.int32(self.splitk)), 0)
 
     def output(self) -> np.ndarray:
         self.device.synchronize()

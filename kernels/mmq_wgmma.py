@@ -15,7 +15,9 @@ the kernel:
                   MCAST 2/4 CTAs along M share each activation chunk: each copies a
                   1 / MCAST share that the copy engine multicasts to all (XLOAD 1/2);
                   PDL 1 launches the GEMM as a programmatic dependent of the activation
-                  pass, so it starts (barriers, weight prefetch) while the pass runs
+                  pass, so it starts (barriers, weight prefetch) while the pass runs (PDL 2:
+                  and the split-K reduce a dependent of the GEMM);
+                  WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -36,7 +38,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0}
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0}
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -111,10 +113,13 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"DEQ={p['DEQ']} is not 0 (f32 dequant math) or 1 (f16x2)"
     if reason := cluster_reason(p, qtype) or multicast_reason(p):
         return reason
-    if p["PDL"] not in (0, 1):
-        return f"PDL={p['PDL']} is not 0 (plain launch) or 1 (dependent launch after the activation pass)"
+    if p["PDL"] not in (0, 1, 2):
+        return (f"PDL={p['PDL']} is not 0 (plain launch), 1 (dependent launch after the activation pass) "
+                "or 2 (and the split-K reduce after the GEMM)")
     if p["PDL"] and (not p["AREG"] or p["XLOAD"] == 3):
-        return "PDL=1 overlaps the GEMM with its activation pass: the register-A kernel with XLOAD 0-2"
+        return "PDL >= 1 overlaps the GEMM with its activation pass: the register-A kernel with XLOAD 0-2"
+    if p["WREUSE"] not in (0, 1) or (p["WREUSE"] and not p["AREG"]):
+        return f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) with the register-A kernel"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
@@ -171,8 +176,11 @@ class WgmmaBound(mmq_f16.F16Bound):
         if mcast > 1:  # whole clusters along M: a CTA past M loads clamped rows and stores nothing
             gx, gy, gz = self.grid
             self.grid = (gx, -(-gy // mcast) * mcast, gz)
-        if variant.params.get("PDL") and self.has_pass():  # start while the pass runs (no pass: plain launch)
+        pdl = variant.params.get("PDL", 0)
+        if pdl and self.has_pass():  # start while the pass runs (no pass: plain launch)
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
+        if pdl >= 2 and self.partial is not None:  # the reduce waits in place for the GEMM's partial sums
+            self.reduce = device.dependent_kernel(handle.get("compiled"), FAMILY.reduce_name, 0)
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
             rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
             self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64) for buf in rows]
@@ -244,7 +252,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
-        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL") if p[k] != DEFAULTS[k]}
+        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE") if p[k] != DEFAULTS[k]}
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}
 

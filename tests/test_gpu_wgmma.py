@@ -83,11 +83,23 @@ DEPENDENT = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 1, "PDL": 1, "SPLITK": 2},
     {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 0, "PDL": 1},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "MCAST": 2},
+    # PDL=2: the split-K reduce a dependent of the GEMM (M = 330 and 37 leave the grid short: split K)
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "PDL": 2},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2, "SPLITK": 3},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 2, "XLOAD": 2, "PDL": 2, "MIN_BLOCKS": 2,
+     "X16_INPUT": 1},
+]
+# raw words kept across a super-block's steps (q5_K qh, q6_K odd steps): every regime's tile
+WORD_REUSE = [
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "WREUSE": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "WREUSE": 1, "PDL": 2},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "WREUSE": 1},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 2, "WREUSE": 1, "SPLITK": 3},
 ]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + ONE_HOT}  # scripts/precompile.py builds these off the GPU
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + ONE_HOT}  # scripts/precompile.py builds these off the GPU
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -155,6 +167,17 @@ def test_wgmma_dependent_launch_waits_for_its_pass(gpu_device, qtype, cfg):
 
     variant = mmq_wgmma.FAMILY.build(DEPENDENT[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 94], f"pdl{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(WORD_REUSE)))
+def test_wgmma_word_reuse_keeps_the_right_words(gpu_device, qtype, cfg):
+    """WREUSE=1: a word kept from the wrong step or super-block puts codes at the wrong k and fails
+    the bound; K = 4096 runs 16 super-blocks per split."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(WORD_REUSE[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 95], f"wreuse{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

@@ -253,29 +253,32 @@ def test_multicast_compiles_to_multicast_copies_and_remote_arrives(xload, copy):
     assert "MULTICAST" not in mmq_wgmma.FAMILY.compile_only({**params, "MCAST": 1}, "q4_K").sass
 
 
+@pytest.mark.parametrize("pdl", [1, 2])
 @pytest.mark.parametrize("x16_input", [0, 1])
 @pytest.mark.parametrize("xload", [1, 2])
-def test_a_dependent_gemm_follows_its_pass_and_only_its_pass(xload, x16_input):
-    """PDL=1: the GEMM goes through the dependent launch after the activation pass; with f16
-    rows in (no pass) it is launched plainly, since nothing before it may overlap it."""
+def test_a_dependent_gemm_follows_its_pass_and_only_its_pass(xload, x16_input, pdl):
+    """PDL >= 1: the GEMM goes through the dependent launch after the activation pass; with f16
+    rows in (no pass) it is launched plainly, since nothing before it may overlap it. PDL=2: the
+    split-K reduce (T=16 splits K 4 ways here) is a dependent of the GEMM, pass or not."""
     if xload == 1 and x16_input:
         return  # (XLOAD=1 reads the pass's tiles: no f16-input form)
-    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "PDL": 1}
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "XLOAD": xload, "PDL": pdl}
     device, _, bound = recorded_bound(params, 4096, 2048, 16, xload, x16_input)
     bound.run()
     names = [name for name, *_ in device.launches]
     passed = {1: "f32_to_f16_tiled", 2: "f32_to_f16"}[xload]
     want = ["gemm"] if x16_input else [passed, "mmq_wgmma_gemm (dependent)"]
-    assert names == want + (["reduce"] if bound.partial is not None else [])
+    assert bound.partial is not None and names == want + [{1: "reduce", 2: "mmq_wgmma_splitk_reduce (dependent)"}[pdl]]
 
 
 def test_dependent_launch_configurations_say_why_not():
     info = {"smem_per_block_optin": 227 * 1024}
     inv = mmq_wgmma.invalid_reason
-    assert "PDL=2" in inv({"AREG": 1, "PDL": 2}, "q4_K", info)
+    assert "PDL=3" in inv({"AREG": 1, "PDL": 3}, "q4_K", info)
     assert "XLOAD 0-2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 1}, "q4_K", info)
     assert "XLOAD 0-2" in inv({"PDL": 1}, "q4_K", info)
     assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 1}, "q4_K", info) is None
+    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 2}, "q4_K", info) is None
 
 
 def test_dependent_launch_waits_in_the_gemm_and_releases_in_the_pass():
@@ -286,9 +289,32 @@ def test_dependent_launch_waits_in_the_gemm_and_releases_in_the_pass():
     functions = re.split(r"\n\s*Function : ", sass)
     gemm = next(f for f in functions if f.startswith("mmq_wgmma_gemm"))
     tiled = next(f for f in functions if f.startswith("f32_to_f16_tiled"))
-    assert "ACQBULK" in gemm and "PREEXIT" in tiled
+    assert "ACQBULK" in gemm and "PREEXIT" in tiled and "PREEXIT" not in gemm
     plain = mmq_wgmma.FAMILY.compile_only({**params, "PDL": 0}, "q4_K").sass
     assert "ACQBULK" not in plain and "PREEXIT" not in plain
+
+
+def test_pdl_2_releases_the_reduce_from_the_gemm_and_the_reduce_waits():
+    functions = re.split(r"\n\s*Function : ", mmq_wgmma.FAMILY.compile_only(
+        {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "PDL": 2}, "q4_K").sass)
+    gemm = next(f for f in functions if f.startswith("mmq_wgmma_gemm"))
+    reduce = next(f for f in functions if f.startswith("mmq_wgmma_splitk_reduce"))
+    assert "PREEXIT" in gemm and "ACQBULK" in gemm and "ACQBULK" in reduce
+
+
+@pytest.mark.parametrize("qtype, fewer", [("q4_K", 0), ("q5_K", 24), ("q6_K", 48), ("q8_0", 0)])
+def test_wreuse_drops_the_reloaded_words_and_only_those(qtype, fewer):
+    """WREUSE=1: q5_K stops reloading its qh word in 3 of 4 steps (2 rows x 4 positions x 3 loads
+    per super-block), q6_K its three words in the odd steps (2 x 4 x 3 x 2); q4_K and q8_0 have
+    no word to keep and compile to the same loads."""
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2}
+
+    def shared_loads(wreuse: int) -> int:
+        sass = mmq_wgmma.FAMILY.compile_only({**params, "WREUSE": wreuse}, qtype).sass
+        return len(re.findall(r"\bLDS\b", next(f for f in re.split(r"\n\s*Function : ", sass)
+                                               if f.startswith("mmq_wgmma_gemm"))))
+
+    assert shared_loads(0) - shared_loads(1) == fewer
 
 
 def test_the_launch_structures_have_the_driver_layout():

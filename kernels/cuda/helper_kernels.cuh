@@ -3,12 +3,18 @@
 #pragma once
 #include "dequant16.cuh"
 
-// PDL = 1: the GEMM after this pass is a programmatic dependent launch (kernels/dependent_launch.py):
+// PDL >= 1: the GEMM after this pass is a programmatic dependent launch (kernels/dependent_launch.py):
 // the pass lets it start at once, and the GEMM waits for the pass's writes where it reads them.
+// PDL = 2: the split-K reduction is in turn a dependent of the GEMM, resident before the GEMM ends.
 #if defined(PDL) && PDL
 #define MMQ_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #else
 #define MMQ_LAUNCH_DEPENDENTS()
+#endif
+#if defined(PDL) && PDL >= 2
+#define MMQ_WAIT_PRIMARY() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#else
+#define MMQ_WAIT_PRIMARY()
 #endif
 
 // f32 -> f16 (round to nearest even), 4 per thread; n a multiple of 4.
@@ -25,6 +31,7 @@ extern "C" __global__ void f32_to_f16(const float4* __restrict__ x, uint2* __res
 #define MMQ_SPLITK_REDUCE(NAME)                                                                       \
     extern "C" __global__ void NAME(const float* __restrict__ partial, float* __restrict__ C, long long n, \
                                     int splits) {                                                       \
+        MMQ_WAIT_PRIMARY(); /* PDL = 2: the GEMM's partial sums are written */                          \
         for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;         \
              i += static_cast<long long>(gridDim.x) * blockDim.x) {                                      \
             float s = 0.0f;                                                                             \

@@ -59,9 +59,15 @@
 // PDL = 1 (XLOAD 0-2, whose activations an f32 -> f16 pass writes): the kernel is launched as a
 // programmatic dependent of that pass, so its CTAs start, initialise their barriers and copy the
 // first RAW super-blocks of weights while the pass runs; only the activation warps wait for it.
+// PDL = 2: the same, and the split-K reduction (when there is one) is a dependent of this kernel,
+// released at its start: its CTAs are resident and waiting when the last partial sum lands.
+//
+// WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
+// of reloading them (q5_K: the qh word, all four steps; q6_K: all three words, odd steps), halving
+// the shared loads of q5_K's and q6_K's dequantize (no effect on q4_K and q8_0).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL. A narrow token tile has small activation
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE. A narrow token tile has small activation
 // chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover a whole
 // copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -81,6 +87,9 @@
 #endif
 #ifndef PDL
 #define PDL 0
+#endif
+#ifndef WREUSE
+#define WREUSE 0
 #endif
 
 using namespace mmqwg;
@@ -106,7 +115,7 @@ static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 10
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 2 or 4 CTAs along K");
 static_assert(MCAST == 1 || MCAST == 2 || MCAST == 4, "MCAST must be 1, 2 or 4 CTAs along M");
 static_assert(MCAST == 1 || (CLUSTER == 1 && kXByCopyEngine), "MCAST: the copy engine's multicast, no K cluster");
-static_assert(!PDL || XLOAD != 3, "PDL overlaps the activation pass: XLOAD 3 has none");
+static_assert(PDL >= 0 && PDL <= 2 && (!PDL || XLOAD != 3), "PDL 1/2 overlap the activation pass: XLOAD 3 has none");
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
@@ -218,9 +227,10 @@ __device__ __forceinline__ void load_words(const uint8_t* blk, int l, uint32_t (
     w[0] = ld16(blk + 16 + 32 * SUB + l);
 #elif QTYPE == 1
     w[0] = ld16(blk + 48 + 32 * SUB + l);
-    w[1] = ld16(blk + 16 + l);
+    if (!WREUSE || SUB == 0) w[1] = ld16(blk + 16 + l);  // WREUSE: qh is one word for all four steps
 #elif QTYPE == 2
     // 128-k half n = SUB / 2; quarters r = 2 (SUB % 2) (lo) and r + 1 (hi): ql byte 64 n + 32 (r % 2) + l
+    if (WREUSE && SUB % 2) return;  // WREUSE: an odd step's words are the even step's, still held
     w[0] = ld16(blk + 64 * (SUB >> 1) + l);
     w[1] = ld16(blk + 64 * (SUB >> 1) + 32 + l);
     w[2] = ld16(blk + 128 + 32 * (SUB >> 1) + l);
@@ -459,7 +469,7 @@ struct Consumer {
     const Job& j;
     float acc[BN / 2];
     uint32_t sc[2][kScaleRegs];  // scales of the super-block being dequantized, rows g and g + 8
-    StepWords words;             // raw words of the next step to dequantize (loaded a step early)
+    StepWords words;             // raw words of the next step to dequantize (loaded a step early; WREUSE: or kept)
     const uint8_t* blk[2];       // the two rows' raw blocks of the super-block being loaded
     int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
@@ -598,6 +608,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     uint8_t* smem = align_smem(smem_raw);
     uint8_t* raw = smem + STAGES * kXChunk;
     const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes)};
+    if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
             mbar_init(&sm.bars->xfull[i], kXByCopyEngine ? 1 : kXThreads);
