@@ -252,4 +252,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from campaign.errors import run_main
+
+    raise SystemExit(run_main(main))

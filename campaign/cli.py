@@ -17,9 +17,8 @@ import urllib.request
 from pathlib import Path
 
 from campaign import paths, reference_cmd
-from campaign.errors import CampaignError
+from campaign.errors import EXIT_USER_ERROR, CampaignError
 
-EXIT_USER_ERROR = 2
 EXIT_GATE_FAILED = 1
 EXIT_INTERRUPTED = 130
 

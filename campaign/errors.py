@@ -1,4 +1,7 @@
 """One exception type for every user-facing failure: the CLI prints its message on one line."""
+import sys
+
+EXIT_USER_ERROR = 2
 
 
 class CampaignError(Exception):
@@ -27,3 +30,13 @@ class StudyMismatchError(CampaignError):
 
 class PromotionRefused(CampaignError):
     """A variant asked to be promoted failed a gate."""
+
+
+def run_main(main) -> int:
+    """A command's exit code, with a CampaignError (no GPU, a bad name, ...) printed as one
+    `error:` line instead of a traceback: for the modules and scripts run outside the CLI."""
+    try:
+        return main()
+    except CampaignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR

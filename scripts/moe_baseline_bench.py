@@ -153,4 +153,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from campaign.errors import run_main
+
+    sys.exit(run_main(main))

@@ -151,3 +151,30 @@ def test_measure_ceilings_small(gpu_device):
     assert c["bandwidth_gbps"] > 10 and "cuMemcpyDtoD" in c["bandwidth_method"]
     if "bf16_tflops" in c:  # torch present
         assert c["bf16_tflops"] > 0 and c["int8_tops"] > 0 and "median of 3" in c["int8_method"]
+
+
+@pytest.mark.parametrize("command", [
+    ["-m", "campaign.bench", "--types", "q4_K", "--Ts", "16"],
+    ["scripts/profile_kernel.py"],
+    ["scripts/cluster_occupancy.py"],
+    ["scripts/sweep_mmq.py", "--types", "q4_K"],
+    ["scripts/moe_baseline_bench.py"],
+])
+def test_gpu_commands_outside_the_cli_stop_with_one_error_line_without_a_gpu(command):
+    """The bench module and the device scripts, run where there is no GPU: exit 2 and one
+    `error: no NVIDIA GPU...` line, not a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    try:
+        cuda_runtime.open_cuda_device()
+    except NoGPUError:
+        pass
+    else:
+        pytest.skip("a GPU is present")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, *command], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: no NVIDIA GPU/driver found: ")
