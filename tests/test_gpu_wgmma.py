@@ -99,7 +99,8 @@ WORD_REUSE = [
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + ONE_HOT}  # scripts/precompile.py builds these off the GPU
+# scripts/precompile.py builds these off the GPU
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + ONE_HOT}
 
 
 @pytest.mark.parametrize("qtype", TYPES)

@@ -63,13 +63,13 @@
 // released at its start: its CTAs are resident and waiting when the last partial sum lands.
 //
 // WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
-// of reloading them (q5_K: the qh word, all four steps; q6_K: all three words, odd steps), halving
-// the shared loads of q5_K's and q6_K's dequantize (no effect on q4_K and q8_0).
+// of reloading them (q5_K: the qh word, so steps 1-3 load 8 words per thread instead of 16; q6_K: all
+// three words, so the odd steps load none instead of 24); no effect on q4_K and q8_0.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE. A narrow token tile has small activation
-// chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover a whole
-// copy round trip.
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE. A narrow token tile has small
+// activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
+// a whole copy round trip.
 #define MMQ_MAX_STAGES 16
 #include "wgmma_ring.cuh"
 
@@ -382,7 +382,7 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
     if (tid != 0) return;
     // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
     const __half* tile = static_cast<const __half*>(j.X) + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
-    // MCAST > 1: this CTA's share is token rows [rank, rank + 1) x BN / MCAST of every chunk, sent to all
+    // MCAST > 1: this CTA's share is token rows [rank BN / MCAST, (rank + 1) BN / MCAST) of every chunk
     const uint32_t share = MCAST > 1 ? cluster_rank() : 0;
     for (int f = 0; f < j.n; ++f) {
         if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
