@@ -17,7 +17,10 @@ the kernel:
                   PDL 1 launches the GEMM as a programmatic dependent of the activation
                   pass, so it starts (barriers, weight prefetch) while the pass runs (PDL 2:
                   and the split-K reduce a dependent of the GEMM);
-                  WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K)
+                  WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K);
+                  PERSIST 1 launches one CTA per SM slot that loops over the output tiles,
+                  its rings running on from one tile into the next (where K is split, the
+                  plain grid: one tile per CTA)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -38,7 +41,8 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 # wgmma N values the generated wrappers provide (kernels/wgmma_header.py)
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
-            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0}
+            "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
+            "PERSIST": 0}
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -120,6 +124,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return "PDL >= 1 overlaps the GEMM with its activation pass: the register-A kernel with XLOAD 0-2"
     if p["WREUSE"] not in (0, 1) or (p["WREUSE"] and not p["AREG"]):
         return f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) with the register-A kernel"
+    if reason := persistent_reason(p):
+        return reason
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
@@ -140,6 +146,20 @@ def cluster_reason(p: dict, qtype: str) -> str | None:
     drained = p["STAGES"] * p["BN"] * 128 + p["RAW"] * p["BM"] * RAW_CHUNKS[qtype] * 16
     if partials > drained:
         return f"CLUSTER={p['CLUSTER']}: {partials} B of partial sums exceed the {drained} B of ring and raw slots"
+    return None
+
+
+def persistent_reason(p: dict) -> str | None:
+    """PERSIST=1: the register-A kernel's CTAs loop over output tiles, one CTA each (no cluster),
+    activations by the copy engine (XLOAD 1/2)."""
+    if p["PERSIST"] not in (0, 1):
+        return f"PERSIST={p['PERSIST']} is not 0 (one CTA per tile) or 1 (CTAs loop over the tiles)"
+    if not p["PERSIST"]:
+        return None
+    if not p["AREG"] or p["XLOAD"] not in (1, 2):
+        return f"PERSIST=1 is the register-A kernel's with XLOAD 1 or 2, not AREG={p['AREG']} XLOAD={p['XLOAD']}"
+    if p["CLUSTER"] > 1 or p["MCAST"] > 1:
+        return "PERSIST=1 runs each tile in one CTA: no CLUSTER or MCAST"
     return None
 
 
@@ -176,6 +196,11 @@ class WgmmaBound(mmq_f16.F16Bound):
         if mcast > 1:  # whole clusters along M: a CTA past M loads clamped rows and stores nothing
             gx, gy, gz = self.grid
             self.grid = (gx, -(-gy // mcast) * mcast, gz)
+        if variant.params.get("PERSIST") and self.splitk == 1:  # as many CTAs as fit, looping over tiles
+            gx, gy, _ = self.grid
+            slots = device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
+                handle["threads"], self.smem, device.info, variant.resources.get("registers", 128))
+            self.grid = (min(gx * gy, slots), 1, 1)
         pdl = variant.params.get("PDL", 0)
         if pdl and self.has_pass():  # start while the pass runs (no pass: plain launch)
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
@@ -252,7 +277,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
-        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE") if p[k] != DEFAULTS[k]}
+        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST") if p[k] != DEFAULTS[k]}
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}
 

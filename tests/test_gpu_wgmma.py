@@ -96,11 +96,23 @@ WORD_REUSE = [
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "WREUSE": 1},
     {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 2, "WREUSE": 1, "SPLITK": 3},
 ]
+# persistent CTAs (PERSIST=1) that loop over tiles: 176-192 tiles (more than the 132 SMs' slots, so
+# CTAs run two), n = 16 or 20 steps per tile that STAGES = 3 / RAW = 3 do not divide, so each tile
+# starts the rings at another slot and phase; odd M and T edges in the last tiles
+PERSISTENT = [
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "PERSIST": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 1, "PERSIST": 1, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 2, "XLOAD": 2, "PERSIST": 1, "WREUSE": 1, "PDL": 2},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 2, "XLOAD": 2, "PERSIST": 1, "X16_INPUT": 1},
+]
+# 16 x 11 and 16 x 10 tiles of 128 x 64; 3 x 2 tiles, too few: the plain grid split 8 ways along K
+PERSISTENT_SHAPES = [(2000, 1024, 700), (2048, 1280, 640), (330, 4096, 67)]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
 # scripts/precompile.py builds these off the GPU
-PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + ONE_HOT}
+PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
+              + ONE_HOT}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -179,6 +191,15 @@ def test_wgmma_word_reuse_keeps_the_right_words(gpu_device, qtype, cfg):
 
     variant = mmq_wgmma.FAMILY.build(WORD_REUSE[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, MULTICAST_SHAPES, [cfg, TYPES.index(qtype), 95], f"wreuse{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(PERSISTENT)))
+def test_wgmma_persistent_ctas_carry_their_rings_across_tiles(gpu_device, qtype, cfg):
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(PERSISTENT[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, PERSISTENT_SHAPES, [cfg, TYPES.index(qtype), 96], f"persist{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

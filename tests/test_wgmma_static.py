@@ -8,7 +8,7 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST
+from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT
 
 
 def recorded_bound(params: dict, M: int, K: int, T: int, seed: int, x16_input: int = 0):
@@ -36,7 +36,7 @@ def test_generated_header_is_current():
     assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
 
 
-@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT,
+@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT, *PERSISTENT,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -331,3 +331,44 @@ def test_the_launch_structures_have_the_driver_layout():
     assert attr.id == 6 and int.from_bytes(bytes(attr.value[:4]), "little") == 1
     assert dl.c_argument(np.int32(-3), "i").value == -3 and dl.c_argument(np.int64(1 << 40), "l").value == 1 << 40
     assert dl.c_argument(0xDEAD0000, "P").value == 0xDEAD0000
+
+
+@pytest.mark.parametrize("M, T, grid", [(4096, 4096, (132, 1, 1)), (4096, 2304, (132, 1, 1)),
+                                        (4096, 1024, (128, 1, 1)), (4096, 512, (2, 32, 2))])
+def test_persistent_ctas_fill_the_sms_once_where_the_tiles_do(M, T, grid):
+    """PERSIST=1 (128 x 256 tiles, one CTA per SM): a 1-D grid of min(tiles, SM slots) CTAs
+    writing C directly where the tiles fill the GPU; where they do not (T=512: 64 tiles), the
+    plain grid split along K, as without PERSIST."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
+    device, _, bound = recorded_bound({**params, "PERSIST": 1}, M, 1024, T, 7)
+    bound.run()
+    (launch, args), = [(g, args) for name, g, _, args, _ in device.launches if name == "gemm"]
+    assert launch == grid and (bound.partial is None) == (grid[2] == 1)
+    _, _, plain = recorded_bound(params, M, 1024, T, 7)
+    assert plain.splitk == bound.splitk
+
+
+def test_persistent_configurations_say_why_not():
+    info = {"smem_per_block_optin": 227 * 1024}
+    inv = mmq_wgmma.invalid_reason
+    assert "PERSIST=2" in inv({"AREG": 1, "XLOAD": 1, "PERSIST": 2}, "q4_K", info)
+    assert "XLOAD 1 or 2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PERSIST": 1}, "q4_K", info)
+    assert "XLOAD 1 or 2" in inv({"PERSIST": 1}, "q4_K", info)
+    assert "no CLUSTER" in inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PERSIST": 1, "CLUSTER": 2}, "q4_K", info)
+    assert "no CLUSTER" in inv({"AREG": 1, "BN": 64, "XLOAD": 2, "PERSIST": 1, "MCAST": 2}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 256, "XLOAD": 1, "PERSIST": 1}, "q4_K", info) is None
+
+
+def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
+    """PERSIST=1 compiles a tile loop around the main loop (a back edge over the HGMMA loop, so
+    more branches) with the same HGMMAs; PERSIST=0's code is the plain kernel's."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
+    plain = mmq_wgmma.FAMILY.compile_only(params, "q4_K")
+    persistent = mmq_wgmma.FAMILY.compile_only({**params, "PERSIST": 1}, "q4_K")
+    s = persistent.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    gemm = {name: nvcc.sass_functions(c.sass)[mmq_wgmma.FAMILY.kernel_name]
+            for name, c in (("plain", plain), ("persistent", persistent))}
+    assert gemm["persistent"].count("HGMMA.64x256x16") == gemm["plain"].count("HGMMA.64x256x16") == 16
+    # the tile stride is gridDim.x (constant bank offset 0xc): only the persistent GEMM reads it
+    assert "c[0x0][0xc]" in gemm["persistent"] and "c[0x0][0xc]" not in gemm["plain"]

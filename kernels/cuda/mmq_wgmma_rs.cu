@@ -62,12 +62,19 @@
 // PDL = 2: the same, and the split-K reduction (when there is one) is a dependent of this kernel,
 // released at its start: its CTAs are resident and waiting when the last partial sum lands.
 //
+// PERSIST = 1 (XLOAD 1/2, no cluster): where the tiles fill the GPU (no split K), the launcher starts
+// one CTA per SM slot and each loops over the output tiles (t = blockIdx.x, + gridDim.x, ... in the
+// plain grid's launch order, token tile fastest). Its rings carry on from tile to tile, so the
+// producer copies the next tile's first super-blocks and chunks while the consumers finish the last
+// steps of this one and store it: no CTA launch, barrier setup or pipeline fill per tile. Where K is
+// split, the launcher keeps the plain grid and each CTA runs its one tile.
+//
 // WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
 // of reloading them (q5_K: the qh word, so steps 1-3 load 8 words per thread instead of 16; q6_K: all
 // three words, so the odd steps load none instead of 24); no effect on q4_K and q8_0.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -90,6 +97,9 @@
 #endif
 #ifndef WREUSE
 #define WREUSE 0
+#endif
+#ifndef PERSIST
+#define PERSIST 0
 #endif
 
 using namespace mmqwg;
@@ -117,6 +127,8 @@ static_assert(MCAST == 1 || MCAST == 2 || MCAST == 4, "MCAST must be 1, 2 or 4 C
 static_assert(MCAST == 1 || (CLUSTER == 1 && kXByCopyEngine), "MCAST: the copy engine's multicast, no K cluster");
 static_assert(PDL >= 0 && PDL <= 2 && (!PDL || XLOAD != 3), "PDL 1/2 overlap the activation pass: XLOAD 3 has none");
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
+static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
+              "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
@@ -138,6 +150,8 @@ struct Job {
     const void* X;  // XLOAD 0/1: f16 rows / tiled chunks; 2: the tensor map; 3: f32 rows
     int row0, tok0, M, T, K, kb_begin, n;  // n: 64-k steps of this CTA, from super-block kb_begin
     size_t rb;
+    int g0;      // steps the CTA's rings carried before this tile (PERSIST: its earlier tiles; else 0)
+    int tile_x;  // token tile (XLOAD 1's chunk index)
 };
 
 // ---- dequantize: raw ggml bytes -> f16 A fragments ----
@@ -381,22 +395,24 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
 #if XLOAD == 1 || XLOAD == 2
     if (tid != 0) return;
     // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
-    const __half* tile = static_cast<const __half*>(j.X) + static_cast<size_t>(blockIdx.x) * (j.K / 64) * (BN * 64);
+    const __half* tile = static_cast<const __half*>(j.X) + static_cast<size_t>(j.tile_x) * (j.K / 64) * (BN * 64);
     // MCAST > 1: this CTA's share is token rows [rank BN / MCAST, (rank + 1) BN / MCAST) of every chunk
     const uint32_t share = MCAST > 1 ? cluster_rank() : 0;
     for (int f = 0; f < j.n; ++f) {
-        if (f >= STAGES) mbar_wait(&sm.bars->xempty[f % STAGES], ((f / STAGES) - 1) & 1);
+        const int g = j.g0 + f;  // the ring's step count
+        if (g >= STAGES) mbar_wait(&sm.bars->xempty[g % STAGES], ((g / STAGES) - 1) & 1);
         // the whole chunk lands here (a box past T still counts in full): this CTA's share and the others'
-        mbar_arrive_expect_tx(&sm.bars->xfull[f % STAGES], kXChunk);
-        uint8_t* dst = sm.x + (f % STAGES) * kXChunk + share * kXShare;
+        uint64_t* full = &sm.bars->xfull[g % STAGES];
+        mbar_arrive_expect_tx(full, kXChunk);
+        uint8_t* dst = sm.x + (g % STAGES) * kXChunk + share * kXShare;
         if constexpr (XLOAD == 1) {
             const __half* src = tile + static_cast<size_t>(kc0 + f) * (BN * 64) + share * (kXShare / 2);
-            if constexpr (MCAST == 1) bulk_copy_g2s(dst, src, kXChunk, &sm.bars->xfull[f % STAGES]);
-            else bulk_copy_g2s_multicast(dst, src, kXShare, &sm.bars->xfull[f % STAGES], (1u << MCAST) - 1);
+            if constexpr (MCAST == 1) bulk_copy_g2s(dst, src, kXChunk, full);
+            else bulk_copy_g2s_multicast(dst, src, kXShare, full, (1u << MCAST) - 1);
         } else {
             const int tok = j.tok0 + static_cast<int>(share) * (BN / MCAST);  // the map's box is BN / MCAST rows
-            if constexpr (MCAST == 1) tma_load_2d(dst, j.X, (kc0 + f) * 64, tok, &sm.bars->xfull[f % STAGES]);
-            else tma_load_2d_multicast(dst, j.X, (kc0 + f) * 64, tok, &sm.bars->xfull[f % STAGES], (1u << MCAST) - 1);
+            if constexpr (MCAST == 1) tma_load_2d(dst, j.X, (kc0 + f) * 64, tok, full);
+            else tma_load_2d_multicast(dst, j.X, (kc0 + f) * 64, tok, full, (1u << MCAST) - 1);
         }
     }
 #elif XLOAD == 3
@@ -475,8 +491,9 @@ struct Consumer {
 
     // Super-block b (relative) has landed: point at its rows, decode their scales.
     __device__ __forceinline__ void begin_block(int b) {
-        mbar_wait(&sm.bars->rawfull[b % RAW], (b / RAW) & 1);
-        const uint8_t* slot = sm.raw + (b % RAW) * kRawWBytes;
+        const int g = j.g0 / kSteps + b;  // the raw ring's super-block count
+        mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
+        const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
             blk[rr] = raw_block(slot, r0 + 8 * rr, j.row0, j.M, j.kb_begin + b, j.rb);
@@ -494,7 +511,7 @@ struct Consumer {
         for (int rr = 0; rr < 2; ++rr) step_scales<SUB>(blk[rr], sc[rr]);  // q6_K only
         if (SUB == kSteps - 1) {  // the super-block's last reads are issued: its slot may refill
             __syncwarp();          // (the arrive's release orders them before the refill)
-            if (lane == 0) mbar_arrive(&sm.bars->rawempty[b % RAW]);
+            if (lane == 0) mbar_arrive(&sm.bars->rawempty[(j.g0 / kSteps + b) % RAW]);
         }
     }
 
@@ -518,17 +535,17 @@ struct Consumer {
     // into `nxt` from the words loaded last step, and load the words of step s + 2.
     template <int SUB>
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
-        const int s = kSteps * b + SUB;
-        mbar_wait(&sm.bars->xfull[s % STAGES], (s / STAGES) & 1);
+        const int s = kSteps * b + SUB, g = j.g0 + s;  // the tile's step, the ring's
+        mbar_wait(&sm.bars->xfull[g % STAGES], (g / STAGES) & 1);
         if constexpr (!XSYNC && XLOAD == 0) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
-        const uint32_t x_addr = smem_addr(sm.x) + (s % STAGES) * kXChunk;
+        const uint32_t x_addr = smem_addr(sm.x) + (g % STAGES) * kXChunk;
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < 4; ++i) wg::wgmma_f16_rs<BN>(acc, cur[i], smem_desc(x_addr + 32 * i));
         wgmma_commit();
         wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
-        if (s >= 1 && lane == 0) release_x((s - 1) % STAGES);
+        if (s >= 1 && lane == 0) release_x((g - 1) % STAGES);
         if (s + 1 >= j.n) return;
         dequant<(SUB + 1) % kSteps>(nxt);  // SUB == 3: begin_block(b + 1) ran a step ago
         if (s + 2 >= j.n) return;
@@ -562,6 +579,8 @@ struct Consumer {
             fence_acc(acc);
             fence_regs(a0);
             fence_regs(a1);
+            // the last chunk is read too: the next tile's producer refills its slot (PERSIST)
+            if (PERSIST && lane == 0) release_x((j.g0 + j.n - 1) % STAGES);
         }
 #if CLUSTER == 1
         store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
@@ -627,14 +646,28 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
 
     int kb_begin, kb_end;
     split_range(K / 256, kb_begin, kb_end);
-    const Job job{W, X, static_cast<int>(blockIdx.y) * BM, static_cast<int>(blockIdx.x) * BN, M, T, K, kb_begin,
-                  (kb_end - kb_begin) * kSteps, static_cast<size_t>(row_bytes)};
+    const int n = (kb_end - kb_begin) * kSteps;
+    // The CTA's tiles: its own (blockIdx.x, blockIdx.y), or with PERSIST every (gridDim.x gridDim.y)-th
+    // of the token-tile-fastest order from its own -- the same one tile when the launcher gives the
+    // plain grid (split K), several when it launches fewer CTAs than tiles. `it` counts them, so the
+    // rings' step count is it * n.
+    const int tiles_x = (T + BN - 1) / BN, n_tiles = PERSIST ? tiles_x * ((M + BM - 1) / BM) : 1;
+    auto job_of = [&](int t, int it) {
+        const int tx = PERSIST ? t % tiles_x : static_cast<int>(blockIdx.x);
+        const int ty = PERSIST ? t / tiles_x : static_cast<int>(blockIdx.y);
+        return Job{W, X, ty * BM, tx * BN, M, T, K, kb_begin, n, static_cast<size_t>(row_bytes), it * n, tx};
+    };
+    const int t0 = PERSIST ? static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x) : 0;
+    const int dt = PERSIST ? static_cast<int>(gridDim.x * gridDim.y) : 1;
     if (threadIdx.x >= kConsumerThreads) {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         const int tid = threadIdx.x - kConsumerThreads;
-        if (tid < kXThreads) produce_x(sm, job, tid);
-        else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0, job.M,
-                               job.kb_begin, job.rb);
+        for (int t = t0, it = 0; t < n_tiles; t += dt, ++it) {
+            const Job job = job_of(t, it);
+            if (tid < kXThreads) produce_x(sm, job, tid);
+            else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, n / kSteps, job.W, job.row0, job.M,
+                                   job.kb_begin, job.rb, job.g0 / kSteps);
+        }
         if constexpr (CLUSTER > 1) {  // the consumers' two cluster barriers count every thread
             cluster_sync();
             cluster_sync();
@@ -644,8 +677,11 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31;
-        Consumer c{sm, job, {}, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
-        c.run(C);
+        for (int t = t0, it = 0; t < n_tiles; t += dt, ++it) {
+            const Job job = job_of(t, it);
+            Consumer c{sm, job, {}, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
+            c.run(C);
+        }
     }
 }
 

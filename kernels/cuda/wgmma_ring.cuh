@@ -21,15 +21,17 @@ constexpr bool register_split_fits(int producer, int consumer, int consumer_thre
     return 128 * producer + consumer_threads * consumer <= 65536;
 }
 
-// Raw-copy threads (tid < nthr): super-block b of the CTA's n_sb into slot b % RAW as soon as
-// the consumers have read the slot's previous super-block; rawfull arrives when the bytes land.
+// Raw-copy threads (tid < nthr): super-block b of the CTA's n_sb into slot (b0 + b) % RAW as soon
+// as the consumers have read the slot's previous super-block; rawfull arrives when the bytes land.
+// b0: the super-blocks this CTA's ring already carried (a persistent CTA's earlier tiles).
 __device__ __forceinline__ void produce_raw_slots(uint8_t* raw, Bars* bars, int tid, int nthr, int n_sb,
                                                   const uint8_t* __restrict__ W, int row0, int M, int kb_begin,
-                                                  size_t rb) {
+                                                  size_t rb, int b0 = 0) {
     for (int b = 0; b < n_sb; ++b) {
-        if (b >= RAW) mbar_wait(&bars->rawempty[b % RAW], ((b / RAW) - 1) & 1);
-        issue_raw(raw + (b % RAW) * kRawWBytes, tid, nthr, W, row0, M, kb_begin + b, rb);
-        cp_async_mbar_arrive(&bars->rawfull[b % RAW]);
+        const int g = b0 + b;
+        if (g >= RAW) mbar_wait(&bars->rawempty[g % RAW], ((g / RAW) - 1) & 1);
+        issue_raw(raw + (g % RAW) * kRawWBytes, tid, nthr, W, row0, M, kb_begin + b, rb);
+        cp_async_mbar_arrive(&bars->rawfull[g % RAW]);
     }
 }
 
