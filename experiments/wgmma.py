@@ -13,7 +13,8 @@ short of a wave, is chosen at launch and reduced by a second kernel), activation
 (MCAST 2/4 CTAs along M share each activation chunk, one copy from L2 for all of them), and
 whether the GEMM is a programmatic dependent launch of its activation pass (PDL), whether
 q5_K/q6_K threads keep raw words that later steps read again (WREUSE), and whether one CTA per
-SM loops over the output tiles with its rings running on between them (PERSIST).
+SM loops over the output tiles with its rings running on between them (PERSIST), and the launch
+order of the tiles (RASTER: token tiles or weight-row tiles fastest).
 (XLOAD 0, cp.async rows, and its fence placement XSYNC lost to all three in run 12: not searched.)
 Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -36,10 +37,11 @@ LEVER = Lever(
         "PDL": [0, 1, 2],  # GEMM starts while its pass runs (programmatic dependent launch); 2: the reduce too
         "WREUSE": [0, 1],  # q5_K/q6_K raw words kept across a super-block's steps, not reloaded
         "PERSIST": [0, 1],  # one CTA per SM slot loops over the tiles (where K is not split)
+        "RASTER": [0, 1],  # 1: weight-row tiles fastest in the launch order (activations shared in L2)
     },
     fixed={"AREG": 1, "SPLITK": 0, "XSYNC": 0},
     defaults={**mmq_wgmma.heuristic_params(4096), "MIN_BLOCKS": 1, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-              "PERSIST": 0},
+              "PERSIST": 0, "RASTER": 0},
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="mmq_base",

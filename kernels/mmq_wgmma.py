@@ -20,7 +20,8 @@ the kernel:
                   WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K);
                   PERSIST 1 launches one CTA per SM slot that loops over the output tiles,
                   its rings running on from one tile into the next (where K is split, the
-                  plain grid: one tile per CTA)
+                  plain grid: one tile per CTA);
+                  RASTER 1 launches weight-row tiles fastest (0: token tiles fastest)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -42,7 +43,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0}
+            "PERSIST": 0, "RASTER": 0}
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -126,6 +127,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) with the register-A kernel"
     if reason := persistent_reason(p):
         return reason
+    if p["RASTER"] not in (0, 1) or (p["RASTER"] and (not p["AREG"] or p["MCAST"] > 1)):
+        return (f"RASTER={p['RASTER']}: 0 (token tiles fastest), or 1 (weight-row tiles fastest) with the "
+                "register-A kernel and no MCAST cluster")
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
@@ -196,6 +200,9 @@ class WgmmaBound(mmq_f16.F16Bound):
         if mcast > 1:  # whole clusters along M: a CTA past M loads clamped rows and stores nothing
             gx, gy, gz = self.grid
             self.grid = (gx, -(-gy // mcast) * mcast, gz)
+        if variant.params.get("RASTER"):  # blockIdx.x walks the weight-row tiles
+            gx, gy, gz = self.grid
+            self.grid = (gy, gx, gz)
         if variant.params.get("PERSIST") and self.splitk == 1:  # as many CTAs as fit, looping over tiles
             gx, gy, _ = self.grid
             slots = device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
@@ -277,7 +284,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
-        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST") if p[k] != DEFAULTS[k]}
+        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER") if p[k] != DEFAULTS[k]}
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}
 

@@ -107,12 +107,18 @@ PERSISTENT = [
 ]
 # 16 x 11 and 16 x 10 tiles of 128 x 64; 3 x 2 tiles, too few: the plain grid split 8 ways along K
 PERSISTENT_SHAPES = [(2000, 1024, 700), (2048, 1280, 640), (330, 4096, 67)]
+# weight-row tiles fastest in the launch order (RASTER=1): the plain grid, the persistent loop, a split K
+RASTER = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "RASTER": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "RASTER": 1, "PERSIST": 1},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "RASTER": 1, "PDL": 2},
+]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + ONE_HOT}
+              + RASTER + ONE_HOT}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -200,6 +206,15 @@ def test_wgmma_persistent_ctas_carry_their_rings_across_tiles(gpu_device, qtype,
 
     variant = mmq_wgmma.FAMILY.build(PERSISTENT[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, PERSISTENT_SHAPES, [cfg, TYPES.index(qtype), 96], f"persist{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(RASTER)))
+def test_wgmma_raster_stores_every_tile_where_it_belongs(gpu_device, qtype, cfg):
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(RASTER[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, PERSISTENT_SHAPES, [cfg, TYPES.index(qtype), 97], f"raster{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

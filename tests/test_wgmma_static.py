@@ -8,7 +8,7 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT
+from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT, RASTER
 
 
 def recorded_bound(params: dict, M: int, K: int, T: int, seed: int, x16_input: int = 0):
@@ -36,7 +36,7 @@ def test_generated_header_is_current():
     assert tuple(gen_wgmma_header.WIDTHS) == mmq_wgmma.WGMMA_WIDTHS
 
 
-@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT, *PERSISTENT,
+@pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT, *PERSISTENT, *RASTER,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -372,3 +372,26 @@ def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
     assert gemm["persistent"].count("HGMMA.64x256x16") == gemm["plain"].count("HGMMA.64x256x16") == 16
     # the tile stride is gridDim.x (constant bank offset 0xc): only the persistent GEMM reads it
     assert "c[0x0][0xc]" in gemm["persistent"] and "c[0x0][0xc]" not in gemm["plain"]
+
+
+@pytest.mark.parametrize("persist", [0, 1])
+def test_raster_launches_weight_row_tiles_along_x(persist):
+    """RASTER=1: the plain grid is (row tiles, token tiles, split); the persistent grid is as
+    wide as without it (M=4096: 32 row tiles of 128, T=1280: 5 token tiles of 256)."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PERSIST": persist}
+    grids = {}
+    for raster in (0, 1):
+        device, _, bound = recorded_bound({**params, "RASTER": raster}, 4096, 1024, 1280, 3)
+        bound.run()
+        (grids[raster],) = [g for name, g, *_ in device.launches if name == "gemm"]
+    assert grids[0] == ((5, 32, 1) if not persist else (132, 1, 1))
+    assert grids[1] == ((32, 5, 1) if not persist else (132, 1, 1))
+
+
+def test_raster_configurations_say_why_not():
+    info = {"smem_per_block_optin": 227 * 1024}
+    inv = mmq_wgmma.invalid_reason
+    assert "RASTER=2" in inv({"AREG": 1, "XLOAD": 1, "RASTER": 2}, "q4_K", info)
+    assert "no MCAST" in inv({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2}, "q4_K", info)
+    assert "register-A" in inv({"RASTER": 1}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 256, "XLOAD": 1, "RASTER": 1}, "q4_K", info) is None

@@ -69,12 +69,16 @@
 // steps of this one and store it: no CTA launch, barrier setup or pipeline fill per tile. Where K is
 // split, the launcher keeps the plain grid and each CTA runs its one tile.
 //
+// RASTER = 1: the launch order runs weight-row tiles fastest (blockIdx.x is the row tile), so the
+// CTAs resident at once share a few token tiles and all of the weights, not all of the tokens and a
+// few row tiles (RASTER = 0): at large T the activations outgrow L2, the weights (33 MB) do not.
+//
 // WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
 // of reloading them (q5_K: the qh word, so steps 1-3 load 8 words per thread instead of 16; q6_K: all
 // three words, so the odd steps load none instead of 24); no effect on q4_K and q8_0.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -100,6 +104,9 @@
 #endif
 #ifndef PERSIST
 #define PERSIST 0
+#endif
+#ifndef RASTER
+#define RASTER 0
 #endif
 
 using namespace mmqwg;
@@ -129,6 +136,7 @@ static_assert(PDL >= 0 && PDL <= 2 && (!PDL || XLOAD != 3), "PDL 1/2 overlap the
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
 static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
               "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
+static_assert(RASTER == 0 || (RASTER == 1 && MCAST == 1), "RASTER 1: weight-row tiles along x, no M cluster");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
@@ -651,10 +659,11 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     // of the token-tile-fastest order from its own -- the same one tile when the launcher gives the
     // plain grid (split K), several when it launches fewer CTAs than tiles. `it` counts them, so the
     // rings' step count is it * n.
-    const int tiles_x = (T + BN - 1) / BN, n_tiles = PERSIST ? tiles_x * ((M + BM - 1) / BM) : 1;
+    const int tiles_x = (T + BN - 1) / BN, tiles_y = (M + BM - 1) / BM, n_tiles = PERSIST ? tiles_x * tiles_y : 1;
     auto job_of = [&](int t, int it) {
-        const int tx = PERSIST ? t % tiles_x : static_cast<int>(blockIdx.x);
-        const int ty = PERSIST ? t / tiles_x : static_cast<int>(blockIdx.y);
+        const int bx = static_cast<int>(blockIdx.x), by = static_cast<int>(blockIdx.y);
+        const int tx = PERSIST ? (RASTER ? t / tiles_y : t % tiles_x) : (RASTER ? by : bx);
+        const int ty = PERSIST ? (RASTER ? t % tiles_y : t / tiles_x) : (RASTER ? bx : by);
         return Job{W, X, ty * BM, tx * BN, M, T, K, kb_begin, n, static_cast<size_t>(row_bytes), it * n, tx};
     };
     const int t0 = PERSIST ? static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x) : 0;
