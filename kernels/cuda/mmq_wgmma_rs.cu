@@ -64,7 +64,7 @@
 //
 // PERSIST = 1 (XLOAD 1/2, no cluster): where the tiles fill the GPU (no split K), the launcher starts
 // one CTA per SM slot and each loops over the output tiles (t = blockIdx.x, + gridDim.x, ... in the
-// plain grid's launch order, token tile fastest). Its rings carry on from tile to tile, so the
+// plain grid's launch order, which RASTER picks). Its rings carry on from tile to tile, so the
 // producer copies the next tile's first super-blocks and chunks while the consumers finish the last
 // steps of this one and store it: no CTA launch, barrier setup or pipeline fill per tile. Where K is
 // split, the launcher keeps the plain grid and each CTA runs its one tile.
@@ -656,7 +656,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     split_range(K / 256, kb_begin, kb_end);
     const int n = (kb_end - kb_begin) * kSteps;
     // The CTA's tiles: its own (blockIdx.x, blockIdx.y), or with PERSIST every (gridDim.x gridDim.y)-th
-    // of the token-tile-fastest order from its own -- the same one tile when the launcher gives the
+    // of the launch order (RASTER's) from its own -- the same one tile when the launcher gives the
     // plain grid (split K), several when it launches fewer CTAs than tiles. `it` counts them, so the
     // rings' step count is it * n.
     const int tiles_x = (T + BN - 1) / BN, tiles_y = (M + BM - 1) / BM, n_tiles = PERSIST ? tiles_x * tiles_y : 1;
