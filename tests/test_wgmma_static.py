@@ -360,8 +360,8 @@ def test_persistent_configurations_say_why_not():
 
 
 def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
-    """PERSIST=1 compiles a tile loop around the main loop (a back edge over the HGMMA loop, so
-    more branches) with the same HGMMAs; PERSIST=0's code is the plain kernel's."""
+    """PERSIST=1 compiles a tile loop, strided by the grid size, around the same HGMMA main loop;
+    the plain kernel (PERSIST=0) never reads the grid size."""
     params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
     plain = mmq_wgmma.FAMILY.compile_only(params, "q4_K")
     persistent = mmq_wgmma.FAMILY.compile_only({**params, "PERSIST": 1}, "q4_K")
