@@ -16,7 +16,8 @@ the kernel:
                   1 / MCAST share that the copy engine multicasts to all (XLOAD 1/2);
                   PDL 1 launches the GEMM as a programmatic dependent of the activation
                   pass, so it starts (barriers, weight prefetch) while the pass runs (PDL 2:
-                  and the split-K reduce a dependent of the GEMM);
+                  and the split-K reduce a dependent of the GEMM; with XLOAD 3, no pass,
+                  only the reduce);
                   WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K);
                   PERSIST 1 launches one CTA per SM slot that loops over the output tiles,
                   its rings running on from one tile into the next (where K is split, the
@@ -121,8 +122,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     if p["PDL"] not in (0, 1, 2):
         return (f"PDL={p['PDL']} is not 0 (plain launch), 1 (dependent launch after the activation pass) "
                 "or 2 (and the split-K reduce after the GEMM)")
-    if p["PDL"] and (not p["AREG"] or p["XLOAD"] == 3):
+    if p["PDL"] and not p["AREG"]:
         return "PDL >= 1 overlaps the GEMM with its activation pass: the register-A kernel with XLOAD 0-2"
+    if p["PDL"] == 1 and p["XLOAD"] == 3:
+        return "PDL=1 overlaps the GEMM with its activation pass: XLOAD 0-2 (XLOAD 3 has no pass; PDL=2 its reduce)"
     if p["WREUSE"] not in (0, 1) or (p["WREUSE"] and not p["AREG"]):
         return f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) with the register-A kernel"
     if reason := persistent_reason(p):

@@ -88,6 +88,8 @@ DEPENDENT = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2, "SPLITK": 3},
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 2, "XLOAD": 2, "PDL": 2, "MIN_BLOCKS": 2,
      "X16_INPUT": 1},
+    # no pass (XLOAD=3): only the reduce is a dependent
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "PDL": 2, "WREUSE": 1},
 ]
 # raw words kept across a super-block's steps (q5_K qh, q6_K odd steps): every regime's tile
 WORD_REUSE = [

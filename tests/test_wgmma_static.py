@@ -271,12 +271,25 @@ def test_a_dependent_gemm_follows_its_pass_and_only_its_pass(xload, x16_input, p
     assert bound.partial is not None and names == want + [{1: "reduce", 2: "mmq_wgmma_splitk_reduce (dependent)"}[pdl]]
 
 
+def test_pdl_2_without_a_pass_makes_only_the_reduce_dependent():
+    """XLOAD=3 reads f32 rows itself: no pass, so the GEMM is a plain launch (and does not wait
+    in griddepcontrol.wait), but with PDL=2 it still releases the split-K reduce at its start."""
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "PDL": 2}
+    device, _, bound = recorded_bound(params, 4096, 2048, 16, 3)
+    bound.run()
+    assert bound.partial is not None
+    assert [name for name, *_ in device.launches] == ["gemm", "mmq_wgmma_splitk_reduce (dependent)"]
+    gemm = nvcc.sass_functions(mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass)[mmq_wgmma.FAMILY.kernel_name]
+    assert "PREEXIT" in gemm and "ACQBULK" not in gemm
+
+
 def test_dependent_launch_configurations_say_why_not():
     info = {"smem_per_block_optin": 227 * 1024}
     inv = mmq_wgmma.invalid_reason
     assert "PDL=3" in inv({"AREG": 1, "PDL": 3}, "q4_K", info)
     assert "XLOAD 0-2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 1}, "q4_K", info)
     assert "XLOAD 0-2" in inv({"PDL": 1}, "q4_K", info)
+    assert inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 2}, "q4_K", info) is None  # the reduce only
     assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 1}, "q4_K", info) is None
     assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 2}, "q4_K", info) is None
 

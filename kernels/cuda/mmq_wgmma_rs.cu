@@ -60,7 +60,8 @@
 // programmatic dependent of that pass, so its CTAs start, initialise their barriers and copy the
 // first RAW super-blocks of weights while the pass runs; only the activation warps wait for it.
 // PDL = 2: the same, and the split-K reduction (when there is one) is a dependent of this kernel,
-// released at its start: its CTAs are resident and waiting when the last partial sum lands.
+// released at its start: its CTAs are resident and waiting when the last partial sum lands. With
+// XLOAD 3 (no pass) only that second half applies.
 //
 // PERSIST = 1 (XLOAD 1/2, no cluster): where the tiles fill the GPU (no split K), the launcher starts
 // one CTA per SM slot and each loops over the output tiles (t = blockIdx.x, + gridDim.x, ... in the
@@ -132,7 +133,7 @@ static_assert((STAGES * kXChunk) % kAlign == 0, "activation chunks keep their 10
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "CLUSTER must be 1, 2 or 4 CTAs along K");
 static_assert(MCAST == 1 || MCAST == 2 || MCAST == 4, "MCAST must be 1, 2 or 4 CTAs along M");
 static_assert(MCAST == 1 || (CLUSTER == 1 && kXByCopyEngine), "MCAST: the copy engine's multicast, no K cluster");
-static_assert(PDL >= 0 && PDL <= 2 && (!PDL || XLOAD != 3), "PDL 1/2 overlap the activation pass: XLOAD 3 has none");
+static_assert(PDL >= 0 && PDL <= 2 && (PDL != 1 || XLOAD != 3), "PDL 1 overlaps the activation pass: XLOAD 3 has none");
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
 static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
               "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
@@ -399,7 +400,7 @@ __device__ __forceinline__ void copy_x(uint8_t* xs, int tid, const Job& j, int k
 // Activation warps: step f's chunk into ring slot f % STAGES once the consumers released it.
 __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid) {
     const int kc0 = j.kb_begin * kSteps;
-    if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 activations are written
+    if constexpr (PDL && XLOAD != 3) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
 #if XLOAD == 1 || XLOAD == 2
     if (tid != 0) return;
     // XLOAD 1: chunk (token tile, global step) of the tiled activations [tile][K / 64][BN rows x 128 B]
