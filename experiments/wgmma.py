@@ -35,7 +35,7 @@ LEVER = Lever(
         "CLUSTER": [1, 2, 4],  # K split over a thread-block cluster, summed in distributed shared memory
         "MCAST": [1, 2, 4],  # CTAs along M that share one multicast copy of each activation chunk
         "PDL": [0, 1, 2],  # GEMM starts while its pass runs (programmatic dependent launch); 2: the reduce too
-        "WREUSE": [0, 1],  # q5_K/q6_K raw words kept across a super-block's steps, not reloaded
+        "WREUSE": [0, 1, 2],  # q5_K/q6_K raw words kept across a super-block's steps, not reloaded (2: kept spread)
         "PERSIST": [0, 1],  # one CTA per SM slot loops over the tiles (where K is not split)
         "RASTER": [0, 1],  # 1: weight-row tiles fastest in the launch order (activations shared in L2)
     },

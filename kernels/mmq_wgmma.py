@@ -18,7 +18,8 @@ the kernel:
                   pass, so it starts (barriers, weight prefetch) while the pass runs (PDL 2:
                   and the split-K reduce a dependent of the GEMM; with XLOAD 3, no pass,
                   only the reduce);
-                  WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K);
+                  WREUSE 1 keeps the raw words later steps read again (q5_K, q6_K), 2 keeps
+                  them spread as the dequant reads them;
                   PERSIST 1 launches one CTA per SM slot that loops over the output tiles,
                   its rings running on from one tile into the next (where K is split, the
                   plain grid: one tile per CTA);
@@ -126,8 +127,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return "PDL >= 1 overlaps the GEMM with its activation pass: the register-A kernel with XLOAD 0-2"
     if p["PDL"] == 1 and p["XLOAD"] == 3:
         return "PDL=1 overlaps the GEMM with its activation pass: XLOAD 0-2 (XLOAD 3 has no pass; PDL=2 its reduce)"
-    if p["WREUSE"] not in (0, 1) or (p["WREUSE"] and not p["AREG"]):
-        return f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) with the register-A kernel"
+    if p["WREUSE"] not in (0, 1, 2) or (p["WREUSE"] and not p["AREG"]):
+        return (f"WREUSE={p['WREUSE']}: 0, or 1 (raw words kept across steps) or 2 (kept spread) with the "
+                "register-A kernel")
     if reason := persistent_reason(p):
         return reason
     if p["RASTER"] not in (0, 1) or (p["RASTER"] and (not p["AREG"] or p["MCAST"] > 1)):

@@ -97,6 +97,10 @@ WORD_REUSE = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "WREUSE": 1, "PDL": 2},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "WREUSE": 1},
     {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 2, "WREUSE": 1, "SPLITK": 3},
+    # WREUSE=2: kept spread
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "WREUSE": 2, "PDL": 2},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "WREUSE": 2, "RASTER": 1},
+    {"AREG": 1, "BM": 64, "BN": 32, "STAGES": 3, "RAW": 3, "XLOAD": 2, "WREUSE": 2, "SPLITK": 3},
 ]
 # persistent CTAs (PERSIST=1) that loop over tiles: 176-192 tiles (more than the 132 SMs' slots, so
 # CTAs run two), n = 16 or 20 steps per tile that STAGES = 3 / RAW = 3 do not divide, so each tile

@@ -1,6 +1,7 @@
 """The wgmma family off the GPU: its generated wrappers are current, it builds for sm_90a
 (HGMMA in SASS, no spills) at every configuration the GPU tests and heuristics use, and it
 refuses what it cannot build with a reason."""
+import collections
 import re
 
 import numpy as np
@@ -328,6 +329,23 @@ def test_wreuse_drops_the_reloaded_words_and_only_those(qtype, fewer):
                                                if f.startswith("mmq_wgmma_gemm"))))
 
     assert shared_loads(0) - shared_loads(1) == fewer
+
+
+@pytest.mark.parametrize("qtype, fewer", [("q4_K", 0), ("q5_K", 24), ("q6_K", 48), ("q8_0", 0)])
+def test_wreuse_2_keeps_the_reused_words_spread(qtype, fewer):
+    """WREUSE=2: the words WREUSE=1 keeps are kept spread, so no step spreads one again: q5_K's qh
+    word in steps 1-3 (2 rows x 4 positions x 3 PRMT per super-block), q6_K's three words in the
+    odd steps (2 x 4 x 3 x 2); the same shared loads as WREUSE=1, and no change for q4_K and q8_0."""
+    params = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2}
+
+    def ops(wreuse: int) -> collections.Counter:
+        sass = mmq_wgmma.FAMILY.compile_only({**params, "WREUSE": wreuse}, qtype).sass
+        return nvcc.sass_opcodes(sass, mmq_wgmma.FAMILY.kernel_name)
+
+    kept, spread = ops(1), ops(2)
+    prmt = lambda c: sum(n for op, n in c.items() if op.startswith("PRMT"))  # noqa: E731
+    lds = lambda c: sum(n for op, n in c.items() if op.startswith("LDS"))  # noqa: E731
+    assert prmt(kept) - prmt(spread) == fewer and lds(kept) == lds(spread)
 
 
 def test_the_launch_structures_have_the_driver_layout():

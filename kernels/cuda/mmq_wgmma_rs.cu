@@ -77,6 +77,8 @@
 // WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
 // of reloading them (q5_K: the qh word, so steps 1-3 load 8 words per thread instead of 16; q6_K: all
 // three words, so the odd steps load none instead of 24); no effect on q4_K and q8_0.
+// WREUSE = 2: the same, and those words are kept spread (one code byte per f16 lane, as the dequant
+// reads them), so the steps that reuse a word do not spread it again (one PRMT per word each).
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
 // RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER. A narrow token tile has small
@@ -244,19 +246,23 @@ __device__ __forceinline__ void step_scales(const uint8_t* blk, uint32_t (&r)[kS
 #endif
 }
 
+// WREUSE = 2: words a later step reuses are held spread (keep at the load, kept at each use).
+__device__ __forceinline__ uint32_t keep(uint32_t raw) { return WREUSE == 2 ? spread(raw) : raw; }
+__device__ __forceinline__ uint32_t kept(uint32_t w) { return WREUSE == 2 ? w : spread(w); }
+
 template <int SUB>
 __device__ __forceinline__ void load_words(const uint8_t* blk, int l, uint32_t (&w)[kWords]) {
 #if QTYPE == 0
     w[0] = ld16(blk + 16 + 32 * SUB + l);
 #elif QTYPE == 1
     w[0] = ld16(blk + 48 + 32 * SUB + l);
-    if (!WREUSE || SUB == 0) w[1] = ld16(blk + 16 + l);  // WREUSE: qh is one word for all four steps
+    if (!WREUSE || SUB == 0) w[1] = keep(ld16(blk + 16 + l));  // WREUSE: qh is one word for all four steps
 #elif QTYPE == 2
     // 128-k half n = SUB / 2; quarters r = 2 (SUB % 2) (lo) and r + 1 (hi): ql byte 64 n + 32 (r % 2) + l
     if (WREUSE && SUB % 2) return;  // WREUSE: an odd step's words are the even step's, still held
-    w[0] = ld16(blk + 64 * (SUB >> 1) + l);
-    w[1] = ld16(blk + 64 * (SUB >> 1) + 32 + l);
-    w[2] = ld16(blk + 128 + 32 * (SUB >> 1) + l);
+    w[0] = keep(ld16(blk + 64 * (SUB >> 1) + l));
+    w[1] = keep(ld16(blk + 64 * (SUB >> 1) + 32 + l));
+    w[2] = keep(ld16(blk + 128 + 32 * (SUB >> 1) + l));
 #else
     w[0] = ld16(blk + 68 * SUB + 2 + l);
     w[1] = ld16(blk + 68 * SUB + 36 + l);
@@ -270,15 +276,15 @@ __device__ __forceinline__ void words_to_codes(const uint32_t (&w)[kWords], __ha
     lo = unbias(and_or<0x000F000Fu>(p, kMagic), kMagic);
     hi = __hfma2(h2(and_or<0x00F000F0u>(p, kMagic)), h2(0x2C002C00u), h2(0xD400D400u));  // (1024 + 16 q) / 16 - 64
 #elif QTYPE == 1
-    const uint32_t p = spread(w[0]), h = spread(w[1]);
+    const uint32_t p = spread(w[0]), h = kept(w[1]);
     lo = unbias(and_or<0x000F000Fu>(p, kMagic) | (((h >> (2 * SUB)) & 0x00010001u) << 4), kMagic);
     hi = unbias(and_or<0x000F000Fu>(p >> 4, kMagic) | (((h >> (2 * SUB + 1)) & 0x00010001u) << 4), kMagic);
 #elif QTYPE == 2
     // ql nibble 4 (r / 2), qh bits 2 r; stored q + 32
     constexpr int sh = 4 * (SUB & 1);
-    const uint32_t h = spread(w[2]);
-    lo = unbias(and_or<0x000F000Fu>(spread(w[0]) >> sh, kMagic) | (((h >> sh) & 0x00030003u) << 4), 0x64206420u);
-    hi = unbias(and_or<0x000F000Fu>(spread(w[1]) >> sh, kMagic) | (((h >> (sh + 2)) & 0x00030003u) << 4),
+    const uint32_t h = kept(w[2]);
+    lo = unbias(and_or<0x000F000Fu>(kept(w[0]) >> sh, kMagic) | (((h >> sh) & 0x00030003u) << 4), 0x64206420u);
+    hi = unbias(and_or<0x000F000Fu>(kept(w[1]) >> sh, kMagic) | (((h >> (sh + 2)) & 0x00030003u) << 4),
                 0x64206420u);
 #else
     lo = unbias(spread(w[0]) ^ 0x64806480u, 0x64806480u);  // int8: 1024 + 128 + q
