@@ -26,7 +26,7 @@ from pathlib import Path
 
 from campaign import paths
 from campaign.errors import CampaignError
-from campaign.workloads import regime
+from campaign.workloads import regime_chain
 
 SCHEMA = 2
 SHAPED_SCHEMA = 2  # the first schema with shape-keyed records
@@ -70,15 +70,19 @@ def current(lever: str, champion_key: str, path: Path | None = None) -> dict | N
 
 
 def lookup_record(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
-    """The champion record for this lever (or, failing that, family) at (qtype, arch, regime(T))."""
+    """The champion record for this lever (or, failing that, family) at (qtype, arch, regime(T)),
+    else at the regime that regime inherits from (workloads.INHERITS)."""
     levers = load(path)["levers"]
-    wanted = key(qtype, arch, regime(T))
-    record = levers.get(family_or_lever, {}).get(wanted)
-    if record is None:
-        matches = [r for entries in levers.values() for k, r in entries.items()
-                   if k == wanted and r.get("family") == family_or_lever]
-        record = max(matches, key=lambda r: r.get("promoted_at", ""), default=None)
-    return record
+    for regime_name in regime_chain(T):
+        wanted = key(qtype, arch, regime_name)
+        record = levers.get(family_or_lever, {}).get(wanted)
+        if record is None:
+            matches = [r for entries in levers.values() for k, r in entries.items()
+                       if k == wanted and r.get("family") == family_or_lever]
+            record = max(matches, key=lambda r: r.get("promoted_at", ""), default=None)
+        if record is not None:
+            return record
+    return None
 
 
 def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
@@ -94,9 +98,12 @@ def lookup_shaped(lever: str, qtype: str, arch: str, T: int, M: int, K: int,
     (distance |log2 M/M'| + |log2 K/K'|; ties go to the smaller key), else None. The key
     says which shape was used, so a caller can report an approximation as one."""
     entries = load(path)["levers"].get(lever, {})
-    prefix = key(qtype, arch, regime(T)) + "/"
-    shaped = {k: r for k, r in entries.items() if k.startswith(prefix) and key_shape(k)}
-    if not shaped:
+    for regime_name in regime_chain(T):  # (a regime without shape-keyed records: the one it inherits from)
+        prefix = key(qtype, arch, regime_name) + "/"
+        shaped = {k: r for k, r in entries.items() if k.startswith(prefix) and key_shape(k)}
+        if shaped:
+            break
+    else:
         return None
 
     def distance(k: str) -> float:

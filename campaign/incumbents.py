@@ -16,7 +16,7 @@ from pathlib import Path
 import experiments
 from campaign import champions
 from campaign.errors import CampaignError
-from campaign.workloads import regime
+from campaign.workloads import regime_chain
 from experiments.base import Lever
 from kernels import families
 from kernels.family import Variant, Workload
@@ -54,9 +54,14 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
 
 
 def _champion(lever_name: str, w: Workload, arch: str, champions_path: Path) -> dict | None:
-    """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one."""
-    return (champions.current(lever_name, champions.key(w.qtype, arch, regime(w.T), (w.M, w.K)), champions_path)
-            or champions.current(lever_name, champions.key(w.qtype, arch, regime(w.T)), champions_path))
+    """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one; a regime
+    without either is defended by the champion of the regime it inherits from."""
+    for regime_name in regime_chain(w.T):
+        record = (champions.current(lever_name, champions.key(w.qtype, arch, regime_name, (w.M, w.K)), champions_path)
+                  or champions.current(lever_name, champions.key(w.qtype, arch, regime_name), champions_path))
+        if record:
+            return record
+    return None
 
 
 def from_json(data: dict) -> dict[str, IncumbentSpec]:

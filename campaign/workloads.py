@@ -19,12 +19,25 @@ from kernels.moe_shapes import check_expert_shape
 # T regime of a workload: the dispatcher picks a champion per (qtype, arch, regime).
 # Bounds follow the tiles that win on the H200 (run 14): a 16-token tile at T <= 16, 64 up to 64,
 # 128 up to 128, and above that the 256-token tile (split along K while it cannot fill the GPU).
+# `huge` (T > 1024) was split from `large` after run 27: there the 256-token tiles run in more than
+# one wave and the f16 activations (T x K x 2 bytes) outgrow L2, so the launch order pays (RASTER)
+# where it cannot at T <= 1024, and a study must be able to promote it there alone.
 REGIMES: tuple[tuple[str, float], ...] = (
-    ("tiny", 16), ("small", 64), ("medium", 128), ("large", float("inf")))
+    ("tiny", 16), ("small", 64), ("medium", 128), ("large", 1024), ("huge", float("inf")))
+# a regime split from another serves that one's champion until it has its own
+INHERITS: dict[str, str] = {"huge": "large"}
 
 
 def regime(T: int) -> str:
     return next(name for name, upper in REGIMES if T <= upper)
+
+
+def regime_chain(T: int) -> tuple[str, ...]:
+    """The regimes whose champion serves T, nearest first: regime(T), then those it inherits from."""
+    chain = [regime(T)]
+    while chain[-1] in INHERITS:
+        chain.append(INHERITS[chain[-1]])
+    return tuple(chain)
 
 
 @dataclass(frozen=True)
@@ -100,7 +113,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("dense_medium", grid([(4096, 14336)], [128]), parity="parity",
           description="llama.cpp anchor shape, T <= 128"),
     Suite("dense_large", grid([(4096, 14336)], [256, 512, 1024, 4096]), parity="parity",
-          description="llama.cpp anchor shape, T > 128 (compute bound)"),
+          description="llama.cpp anchor shape, T > 128 (compute bound; T=4096 is the huge regime's)"),
+    Suite("dense_huge", grid([(4096, 14336)], [2048, 4096]), parity="parity",
+          description="llama.cpp anchor shape, T > 1024 (several waves, activations past L2)"),
     # one T per regime: a lever's gain over its incumbent across the whole range in one study
     Suite("dense_span", grid([(4096, 14336)], [16, 64, 128, 1024]), parity="parity",
           description="llama.cpp anchor shape, one T per regime"),

@@ -131,3 +131,20 @@ def test_a_record_runs_the_family_it_was_promoted_with(tmp_path):
     _promote(path, "adaptive_format", "mmq_f16", "q4_K", "medium", f16)
     assert dispatch.choose("q4_K", "sm_90", 100, path)[:2] == ("mmq_f16", f16)  # below the composite's default 128
 
+
+
+def test_the_huge_regime_runs_the_large_champion_until_it_has_its_own(tmp_path):
+    """T > 1024 (huge) was split from large: a lever's large champion serves it, until a study
+    promotes a huge one, which then serves T > 1024 only."""
+    path = tmp_path / "champions.json"
+    large = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
+    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "large", large)
+    assert dispatch.choose("q4_K", "sm_90", 4096, path)[:2] == ("mmq_wgmma", large)
+    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "huge", {**large, "RASTER": 1})
+    assert dispatch.choose("q4_K", "sm_90", 4096, path)[:2] == ("mmq_wgmma", {**large, "RASTER": 1})
+    assert dispatch.choose("q4_K", "sm_90", 1024, path)[:2] == ("mmq_wgmma", large)
+    # a per-shape lever's records at large serve the shape at T > 1024 too
+    shaped = tmp_path / "shaped.json"
+    _promote_shape(shaped, (4096, 14336), "large", 128)
+    assert dispatch.choose("q4_K", "sm_90", 4096, shaped, 4096, 14336)[2] == \
+        "champion of adaptive_format (shape 4096x14336)"

@@ -70,9 +70,15 @@ def test_suites_expand_per_type_and_name_their_parity_suite():
 
 
 @pytest.mark.parametrize("T,expected", [(1, "tiny"), (16, "tiny"), (17, "small"), (64, "small"), (65, "medium"),
-                                        (128, "medium"), (129, "large"), (4096, "large")])
+                                        (128, "medium"), (129, "large"), (1024, "large"), (1025, "huge"),
+                                        (4096, "huge")])
 def test_t_regimes(T, expected):
     assert workloads.regime(T) == expected
+
+
+def test_a_split_regime_inherits_the_one_it_came_from():
+    assert workloads.regime_chain(4096) == ("huge", "large")
+    assert workloads.regime_chain(1024) == ("large",) and workloads.regime_chain(16) == ("tiny",)
 
 
 def test_roofline_is_bandwidth_bound_at_small_T():

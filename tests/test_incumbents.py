@@ -48,3 +48,20 @@ def test_a_lever_with_its_own_champion_must_beat_it(tmp_path):
         ("persistent_queue", "mmq_persistent", "defending")
     assert (specs[w16.label()].params, specs[w16.label()].mlflow_run_id) == (mine, "p")
     assert (specs[w64.label()].lever, specs[w64.label()].origin) == ("mmq_base", "heuristic")  # no champion at T=64
+
+
+def test_the_large_champion_defends_the_huge_regime_until_it_has_its_own(tmp_path):
+    """A study of T > 1024 (the huge regime, split from large) is measured against the lever's
+    large champion, not against the heuristic, until a huge champion exists."""
+    path = tmp_path / "champions.json"
+    large = {"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 2}
+    champions.promote("persistent_queue", champions.key("q4_K", "sm_90", "large"),
+                      {"family": "mmq_persistent", "params": large, "mlflow_run_id": "l"}, path)
+    w1024, w4096 = workloads.Suite("x", workloads.grid([(4096, 14336)], [1024, 4096]), "parity").workloads(["q4_K"])
+    specs = incumbents.resolve(PERSISTENT, [w1024, w4096], "sm_90", path)
+    assert all((specs[w.label()].origin, specs[w.label()].params) == ("defending", large) for w in (w1024, w4096))
+    huge = {**large, "STAGES": 1}
+    champions.promote("persistent_queue", champions.key("q4_K", "sm_90", "huge"),
+                      {"family": "mmq_persistent", "params": huge, "mlflow_run_id": "h"}, path)
+    specs = incumbents.resolve(PERSISTENT, [w1024, w4096], "sm_90", path)
+    assert specs[w1024.label()].params == large and specs[w4096.label()].params == huge
