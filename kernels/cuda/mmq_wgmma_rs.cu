@@ -504,9 +504,12 @@ struct Consumer {
     const uint8_t* blk[2];       // the two rows' raw blocks of the super-block being loaded
     int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
+    // The raw ring's count of super-block b of this tile (its slot and phase; PERSIST: after earlier tiles').
+    __device__ __forceinline__ int raw_count(int b) const { return j.g0 / kSteps + b; }
+
     // Super-block b (relative) has landed: point at its rows, decode their scales.
     __device__ __forceinline__ void begin_block(int b) {
-        const int g = j.g0 / kSteps + b;  // the raw ring's super-block count
+        const int g = raw_count(b);
         mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
         const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
 #pragma unroll
@@ -526,7 +529,7 @@ struct Consumer {
         for (int rr = 0; rr < 2; ++rr) step_scales<SUB>(blk[rr], sc[rr]);  // q6_K only
         if (SUB == kSteps - 1) {  // the super-block's last reads are issued: its slot may refill
             __syncwarp();          // (the arrive's release orders them before the refill)
-            if (lane == 0) mbar_arrive(&sm.bars->rawempty[(j.g0 / kSteps + b) % RAW]);
+            if (lane == 0) mbar_arrive(&sm.bars->rawempty[raw_count(b) % RAW]);
         }
     }
 
