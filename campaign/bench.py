@@ -35,6 +35,7 @@ class Line:
     family: str
     lever: str | None = None  # champions of this lever are used when promoted
     extra: tuple = ()  # (param, value) pairs added to whatever configuration is chosen
+    types: tuple = ()  # the quant types the family has kernels for (empty: every type)
 
 
 # the lines `--lines` can name
@@ -50,6 +51,9 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          "mmq_wgmma_i8": Line("mmq_wgmma_i8", "mmq_wgmma_i8", "wgmma_i8"),
          # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
          "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
+         # weights straight from global memory into mma.sync fragments (q4_K, few tokens)
+         "mmq_direct": Line("mmq_direct", "mmq_direct", "direct", types=("q4_K",)),
+         "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", (("X16_INPUT", 1),), types=("q4_K",)),
          # the unquantized anchor: bf16 weights already in memory, torch.mm alone
          "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
 
@@ -118,7 +122,8 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
             for T in sweep.Ts:
                 x = rng.standard_normal((T, K), dtype=np.float32)
                 problem = Problem(Workload(qtype, M, K, T), w, x)
-                for line in sweep.lines:
+                lines = [line for line in sweep.lines if not line.types or qtype in line.types]
+                for line in lines:
                     params, origin = line_params(line, qtype, T, arch, tuned)
                     params = {**params, **dict(line.extra)}
                     key = (line.family, qtype, json.dumps(params, sort_keys=True))
@@ -131,7 +136,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                                      tflops=tflops))
                 done += 1
                 progress(f"[{done}/{total}] {qtype} M={M} K={K} T={T}: " + ", ".join(
-                    f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(sweep.lines):]) + " TFLOP/s")
+                    f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(lines):]) + " TFLOP/s")
                 if partial_csv is not None:
                     pd.DataFrame(rows).to_csv(partial_csv, index=False)
     return pd.DataFrame(rows)

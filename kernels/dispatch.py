@@ -21,7 +21,7 @@ import numpy as np
 from kernels.family import Problem, Workload
 
 # most specialised first: a lever is only champion where it beat its incumbent
-LEVERS = ("wgmma_i8", "wgmma", "adaptive_format", "fused_quant", "persistent_queue", "mmq_base")
+LEVERS = ("direct", "wgmma_i8", "wgmma", "adaptive_format", "fused_quant", "persistent_queue", "mmq_base")
 _built: dict = {}
 
 

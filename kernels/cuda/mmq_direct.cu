@@ -1,0 +1,199 @@
+// Few-token f16 GEMM with weights loaded straight into mma.sync fragments (lever `direct`):
+// each warp streams 16 q4_K weight rows from global memory into the A fragments of
+// `mma.sync m16n8k16` f16 (f32 accumulators) and reads its activations straight from the f16 rows.
+// There is no shared memory, no producer warp and no barrier: at T <= 16 the GEMM is bound by
+// instruction issue (perf log run 29), and these are the instructions a weight needs.
+//
+// Math contract: the f16 path's (dequant16.cuh, DEQ=1): sw = f16(d sc), mn = f16(dmin m),
+// w = fma_f16(q, sw, -mn) rounded once; f16 activations (the f32 -> f16 pass, or f16 input);
+// f32 accumulation. Parity: the f16 bound against float64.
+//
+// k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
+// k 32..63) thread t = lane % 4 takes bytes 8t..8t+7. Its four mma steps take 4 consecutive
+// k each: low nibbles of bytes 8t..8t+3 (k 8t..8t+3), of 8t+4..8t+7, then the high nibbles
+// (k 32+8t..). An mma step pairs a thread's A registers with its B registers slot by slot, so
+// the B side reads the same 4 consecutive k of each token row (8 bytes of f16); every k is
+// multiplied by its own activation, and the sum over k is the GEMM's.
+#include "helper_kernels.cuh"
+
+#if QTYPE != 0
+#error "mmq_direct.cu: q4_K only (QTYPE 0)"
+#endif
+#ifndef WARPS  // warps per CTA, 16 weight rows each
+#define WARPS 8
+#endif
+#ifndef PDL
+#define PDL 0
+#endif
+#ifndef XAHEAD  // 1: a chunk's activations are loaded during the chunk before (16 more registers)
+#define XAHEAD 1
+#endif
+
+namespace direct {
+
+constexpr int kThreads = 32 * WARPS;
+constexpr int kRowsPerCta = 16 * WARPS;
+constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale bytes, 128 qs bytes
+
+struct Rows {  // one super-block of a thread's two rows (g and g + 8)
+    uint4 head[2];   // d | dmin, scales[0..11]
+    uint2 qs[2][4];  // bytes 8t..8t+7 of each 64-k chunk
+};
+
+__device__ __forceinline__ uint4 load_streamed16(const uint8_t* p) {  // read once: keep it out of L1
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint2 load_streamed8(const uint8_t* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+// row[i]: the super-block's first byte in row g (i = 0) and g + 8; the thread's qs bytes sit 16 + 8t on
+__device__ __forceinline__ void load_rows(Rows& r, const uint8_t* const (&row)[2], int t) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        r.head[i] = load_streamed16(row[i]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r.qs[i][j] = load_streamed8(row[i] + 16 + 8 * t + 32 * j);
+    }
+}
+
+__device__ __forceinline__ __half2 as_h2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
+__device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+
+// byte pair (b_lo, b_hi) of `word` (selector 0x4140: bytes 0, 1; 0x4342: bytes 2, 3) -> exact f16 pair
+template <uint32_t kSel>
+__device__ __forceinline__ __half2 byte_pair(uint32_t word) {
+    return __hsub2(as_h2(__byte_perm(word, 0x64646464u, kSel)), as_h2(0x64006400u));  // (1024 + b) - 1024
+}
+
+// The 6-bit scales and mins of one super-block as f16 pairs: sw[j] = (sw_2j, sw_2j+1), nmn[j] = -(mn ...)
+__device__ __forceinline__ void decode_scales(const uint4 head, __half2 (&sw)[4], __half2 (&nmn)[4]) {
+    const __half2 d = as_h2(__byte_perm(head.x, 0, 0x1010));
+    const __half2 ndmin = as_h2(__byte_perm(head.x, 0, 0x3232) ^ 0x80008000u);
+    const uint32_t sc_lo = head.y & 0x3F3F3F3Fu, m_lo = head.z & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (head.w & 0x0F0F0F0Fu) | ((head.y >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
+    sw[0] = __hmul2(byte_pair<0x4140>(sc_lo), d), sw[1] = __hmul2(byte_pair<0x4342>(sc_lo), d);
+    sw[2] = __hmul2(byte_pair<0x4140>(sc_hi), d), sw[3] = __hmul2(byte_pair<0x4342>(sc_hi), d);
+    nmn[0] = __hmul2(byte_pair<0x4140>(m_lo), ndmin), nmn[1] = __hmul2(byte_pair<0x4342>(m_lo), ndmin);
+    nmn[2] = __hmul2(byte_pair<0x4140>(m_hi), ndmin), nmn[3] = __hmul2(byte_pair<0x4342>(m_hi), ndmin);
+}
+
+// Four nibbles (one per byte of `nib`, already masked) -> the two A registers of one row
+__device__ __forceinline__ void dequant4(uint32_t nib, __half2 sw, __half2 nmn, uint32_t& lo, uint32_t& hi) {
+    lo = as_u32(__hfma2(byte_pair<0x4140>(nib), sw, nmn));
+    hi = as_u32(__hfma2(byte_pair<0x4342>(nib), sw, nmn));
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct Chunk {  // a thread's activations for one 64-k chunk: per 8-token half, k 8t.. and 32+8t..
+    uint4 lo[2], hi[2];
+};
+
+// xp[n]: the thread's first activation (k 8t of the super-block's first chunk) in token row
+// g (n = 0) and g + 8; `off` (halves) selects the chunk, a compile-time constant after unrolling
+__device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+        x.lo[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off));
+        x.hi[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off + 32));
+    }
+}
+
+// One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
+// entry and the next super-block's first chunk on exit (when there is one: `more`).
+__device__ __forceinline__ void multiply(float (&acc)[2][4], const Rows& r, const __half* const (&xp)[2], Chunk& xn,
+                                         bool more) {
+    __half2 sw[2][4], nmn[2][4];
+    decode_scales(r.head[0], sw[0], nmn[0]);
+    decode_scales(r.head[1], sw[1], nmn[1]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#if XAHEAD
+        const Chunk x = xn;
+        if (j < 3 || more) load_chunk(xn, xp, 64 * (j + 1));  // a chunk ahead
+#else
+        Chunk x;
+        load_chunk(x, xp, 64 * j);
+#endif
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const bool high = s >= 2;  // high nibbles: the chunk's second 32-k sub-block
+            uint32_t a[4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const uint32_t word = (s & 1) ? r.qs[i][j].y : r.qs[i][j].x;
+                const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
+                const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
+                const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
+                dequant4(nib, scale, nmin, a[i], a[i + 2]);  // a0/a2: row g, a1/a3: row g + 8
+            }
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+                const uint4 v = high ? x.hi[n] : x.lo[n];
+                mma16816(acc[n], a, (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+            }
+        }
+    }
+}
+
+}  // namespace direct
+
+// C[T, M] (or the split's slice of partial[split][T][M]) for one token tile of 16 (blockIdx.z),
+// WARPS x 16 weight rows (blockIdx.x) and the blockIdx.y-th of gridDim.y ranges of super-blocks.
+extern "C" __global__ void __launch_bounds__(direct::kThreads, MIN_BLOCKS)
+mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, float* __restrict__ C, int M, int T,
+                int K, long long row_bytes) {
+    using namespace direct;
+    if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row = (blockIdx.x * WARPS + warp) * 16 + g;  // and row + 8; rows past M read the last, store none
+    const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
+    const uint8_t* rows[2] = {W + static_cast<long long>(min(row, M - 1)) * row_bytes + sb_begin * kBlockBytes,
+                              W + static_cast<long long>(min(row + 8, M - 1)) * row_bytes + sb_begin * kBlockBytes};
+    Rows ra, rb;
+    load_rows(ra, rows, t);  // before the wait: weights do not depend on the pass
+    if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
+    const int tok = blockIdx.z * 16 + g;  // B columns: tokens tok and tok + 8 (past T: the last, stored nowhere)
+    const __half* xp[2] = {X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t,
+                           X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t};
+    float acc[2][4] = {};
+    Chunk xn;
+    if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+    for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
+        rows[0] += kBlockBytes, rows[1] += kBlockBytes;
+        if (sb + 1 < sb_end) load_rows(rb, rows, t);
+        multiply(acc, ra, xp, xn, sb + 1 < sb_end);
+        if (sb + 1 >= sb_end) break;
+        xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
+        if (sb + 2 < sb_end) load_rows(ra, rows, t);
+        multiply(acc, rb, xp, xn, sb + 2 < sb_end);
+        xp[0] += 256, xp[1] += 256;
+    }
+    float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int tk = blockIdx.z * 16 + n * 8 + 2 * t + (e & 1), r = row + 8 * (e >> 1);
+            if (tk < T && r < M) out[static_cast<long long>(tk) * M + r] = acc[n][e];
+        }
+    }
+}
+
+MMQ_SPLITK_REDUCE(mmq_direct_splitk_reduce)
+
+extern "C" __constant__ int mmq_direct_smem_bytes = 0;

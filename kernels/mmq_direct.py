@@ -1,0 +1,98 @@
+"""Launcher of the direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`): each warp
+loads 16 q4_K weight rows from global memory straight into `mma.sync m16n8k16` f16 A fragments
+(scales applied, the f16 path's contract) and its activations straight from the f16 rows; no
+shared memory, no barriers. Meant for few tokens (a 16-token tile per CTA column), where the
+register-A wgmma kernel is bound by instruction issue (perf log run 29).
+
+Parameters: WARPS (16 weight rows each per CTA), MIN_BLOCKS (CTAs per SM the registers are
+capped for), PDL (1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads
+its first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too),
+SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
+(kernels/mmq_f16.py: the timed pass, or f16 rows with X16_INPUT=1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernels import mmq_base, mmq_f16
+
+MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
+TOKEN_TILE = 16
+QTYPES = ("q4_K",)
+WARP_COUNTS = (2, 4, 6, 8, 12, 16)
+DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD")
+
+
+def full_params(params: dict) -> dict:
+    """With the derived tile: BM = 16 rows per warp, BN = the 16-token tile (what the split-K
+    choice and the reports read)."""
+    p = {**DEFAULTS, **params}
+    return {**p, "BM": 16 * p["WARPS"], "BN": TOKEN_TILE}
+
+
+def invalid_reason(params: dict, qtype: str) -> str | None:
+    p = full_params(params)
+    if qtype not in QTYPES:
+        return f"mmq_direct: {qtype} has no direct-fragment decoder (has {', '.join(QTYPES)})"
+    if p["WARPS"] not in WARP_COUNTS:
+        return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
+    if p["XAHEAD"] not in (0, 1):
+        return f"XAHEAD={p['XAHEAD']} is not 0 or 1"
+    if not 1 <= p["MIN_BLOCKS"] <= 4:
+        return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..4"
+    if p["PDL"] not in (0, 1, 2):
+        return f"PDL={p['PDL']} is not 0, 1 (after the pass) or 2 (and the reduce after the GEMM)"
+    return None
+
+
+class DirectBound(mmq_f16.F16Bound):
+    """Grid (row tiles, K splits, token tiles of 16); the f16 path's activations."""
+
+    def __init__(self, device, variant, handle: dict, problem) -> None:
+        super().__init__(device, variant, handle, problem)
+        gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
+        self.grid = (gy, gz, gx)
+        pdl = variant.params.get("PDL", 0)
+        if pdl and not self.x16_input:  # starts while its pass runs (f16 input: no pass, plain launch)
+            self.gemm = device.dependent_kernel(handle["compiled"], FAMILY.kernel_name, 0)
+        if pdl >= 2 and self.partial is not None:  # the reduce waits in place for the partial sums
+            self.reduce = device.dependent_kernel(handle["compiled"], FAMILY.reduce_name, 0)
+
+
+class MMQDirectFamily(mmq_f16.MMQF16Family):
+    name = "mmq_direct"
+    cu_file = MMQ_DIRECT_CU
+    kernel_name = "mmq_direct_gemm"
+    reduce_name = "mmq_direct_splitk_reduce"
+    smem_symbol = "mmq_direct_smem_bytes"
+    bound_class = DirectBound
+
+    def complete(self, params: dict) -> dict:
+        return full_params(params)
+
+    def threads(self, params: dict) -> int:
+        return 32 * full_params(params)["WARPS"]
+
+    def smem(self, params: dict, qtype: str) -> int:
+        return 0
+
+    def defines(self, params: dict, qtype: str) -> dict:
+        p = full_params(params)
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
+
+    def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
+        return invalid_reason(params, qtype)
+
+    def precompile_configs(self) -> list[dict]:
+        return [DEFAULTS, heuristic_params(16)]
+
+
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
+    """The starting configuration: six warps and two CTAs per SM (12 warps; the 161 registers a
+    thread needs with the activations a chunk ahead fit without spilling), the GEMM and its
+    reduce as dependent launches (the tiny-T wgmma champions' PDL=2, perf log run 25)."""
+    return {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1}
+
+
+FAMILY = MMQDirectFamily()

@@ -1,0 +1,59 @@
+"""The direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`) off the GPU: what it
+claims is in its SASS. No shared memory and no barrier in the GEMM; its main loop (two
+super-blocks per trip) holds the instructions the design counts and not many more: per
+super-block and warp 32 HMMA (4 chunks x 4 k16 steps x 2 token halves), 64 HFMA2 (one per weight
+pair: w = fma(q, sw, -mn)), and about 400 in all, against ~790 per 256 k for the 16-token wgmma
+kernel's consumer warps and producer (perf log run 29)."""
+import pytest
+
+from kernels import mmq_direct, nvcc
+
+DEFAULT = mmq_direct.heuristic_params(16)
+
+
+@pytest.fixture(scope="module")
+def default_build():
+    return mmq_direct.FAMILY.compile_only(DEFAULT, "q4_K")
+
+
+def test_the_default_compiles_without_spills(default_build):
+    summary = default_build.summary([mmq_direct.FAMILY.kernel_name, mmq_direct.FAMILY.reduce_name])
+    assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0
+    assert summary["kernels"][mmq_direct.FAMILY.kernel_name]["smem_static_bytes"] == 0
+
+
+def test_the_gemm_uses_no_shared_memory_and_no_barrier(default_build):
+    ops = nvcc.sass_opcodes(default_build.sass, mmq_direct.FAMILY.kernel_name)
+    assert ops["HMMA"] > 0
+    assert not {op for op in ops if op.startswith(("LDS", "STS", "BAR", "SYNCS", "LDSM"))}, ops
+
+
+def test_the_main_loop_holds_the_counted_instructions(default_build):
+    before, after = nvcc.sass_main_loop(default_build.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+    loop = before + after
+    per_sb = {op: n / 2 for op, n in loop.items()}  # the loop multiplies two super-blocks per trip
+    assert per_sb["HMMA"] == 32 and per_sb["HFMA2"] == 64
+    assert per_sb["LDG"] == 26  # 2 heads + 8 qs words + 16 activation vectors
+    assert sum(per_sb.values()) <= 420, sorted(per_sb.items())
+
+
+@pytest.mark.parametrize("params", [{"WARPS": 8, "MIN_BLOCKS": 1, "XAHEAD": 0}, {"WARPS": 4, "MIN_BLOCKS": 3, "XAHEAD": 0},
+                                    {"WARPS": 2, "MIN_BLOCKS": 4, "XAHEAD": 0, "PDL": 1}])
+def test_other_spill_free_configurations_compile(params):
+    built = mmq_direct.FAMILY.compile_only(params, "q4_K")
+    assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+
+
+@pytest.mark.parametrize("params, qtype, words", [
+    ({}, "q6_K", "no direct-fragment decoder"),
+    ({"WARPS": 3}, "q4_K", "WARPS=3"),
+    ({"PDL": 3}, "q4_K", "PDL=3"),
+    ({"XAHEAD": 2}, "q4_K", "XAHEAD=2"),
+    ({"MIN_BLOCKS": 5}, "q4_K", "MIN_BLOCKS=5"),
+])
+def test_invalid_configurations_say_why(params, qtype, words):
+    assert words in mmq_direct.invalid_reason(params, qtype)
+
+
+def test_a_valid_configuration_has_no_reason():
+    assert mmq_direct.invalid_reason(DEFAULT, "q4_K") is None

@@ -1,0 +1,48 @@
+"""Parity of the direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`, q4_K): the
+f16 path's contract and bound (tests/test_gpu_mmq_f16.py), output poisoned with NaN first.
+The k order inside each 64-k chunk is permuted the same way for weights and activations; a
+mismatch puts a weight on the wrong activation, which the one-hot test below catches element
+by element (its output is the weight column itself, exact f16 codes)."""
+import numpy as np
+import pytest
+
+from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
+from tests.test_gpu_mmq import random_problem
+from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = [
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1},  # the heuristic
+    {"WARPS": 8, "MIN_BLOCKS": 1, "PDL": 0, "XAHEAD": 0},
+    {"WARPS": 4, "MIN_BLOCKS": 3, "PDL": 1, "XAHEAD": 0, "SPLITK": 3},
+    {"WARPS": 2, "MIN_BLOCKS": 4, "PDL": 2, "XAHEAD": 0, "SPLITK": 2},
+    {"WARPS": 16, "MIN_BLOCKS": 1, "PDL": 2, "XAHEAD": 0},
+    {"WARPS": 12, "MIN_BLOCKS": 1, "PDL": 1, "XAHEAD": 1, "SPLITK": 5},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "X16_INPUT": 1},  # f16 rows in: no pass
+]
+# odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
+# super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
+SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
+PRECOMPILE = {"mmq_direct": [{k: v for k, v in c.items() if k != "X16_INPUT"} for c in CONFIGS]}
+
+
+@pytest.mark.parametrize("cfg", range(len(CONFIGS)))
+def test_direct_parity(gpu_device, cfg):
+    from kernels import mmq_direct
+
+    variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    rng = np.random.default_rng([cfg, 97])
+    for M, K, T in SHAPES:
+        prob = random_problem(rng, "q4_K", M, K, T)
+        assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
+
+
+@pytest.mark.parametrize("cfg", [0, 3])
+def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
+    """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
+    from kernels import mmq_direct
+
+    variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    prob, want = one_hot_problem(np.random.default_rng([cfg, 98]), "q4_K", M=200, K=256, T=256, deq=1)
+    np.testing.assert_array_equal(run_once(variant, prob), want)
