@@ -4,7 +4,9 @@ fragments (the f16 path's dequant contract) and reads its activations straight f
 rows: no shared memory, no producer, no barrier, so the issue slots that bound the 16-token
 wgmma kernel (perf log run 29: 197 warp instructions per 64-k step, 47 % of issue slots busy)
 go to the dequant. Searched: warps per CTA, CTAs per SM the registers are capped for, whether
-a chunk's activations are loaded a chunk ahead (16 registers), and whether the GEMM (PDL 1) and
+a chunk's activations are loaded a chunk ahead (16 registers), how the next weights are fetched
+(RING: into registers a super-block ahead, or a per-warp cp.async ring of 2-8 super-blocks in
+shared memory: run 32 found the register prefetch waiting on DRAM), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -19,13 +21,14 @@ LEVER = Lever(
         "MIN_BLOCKS": [1, 2, 3, 4],
         "PDL": [0, 1, 2],
         "XAHEAD": [0, 1],
+        "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},
     suite="dense_tiny",
     types=mmq_direct.QTYPES,
     incumbent="wgmma",
-    valid=lambda params, info: mmq_direct.invalid_reason(params, "q4_K"),
+    valid=lambda params, info: mmq_direct.invalid_reason(params, "q4_K", info),
     margin=0.02,
     sass_claims=("HMMA",),
     description="q4_K weights straight from global memory into mma.sync f16 fragments, no shared memory (few tokens)",

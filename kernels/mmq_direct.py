@@ -7,7 +7,9 @@ register-A wgmma kernel is bound by instruction issue (perf log run 29).
 Parameters: WARPS (16 weight rows each per CTA), MIN_BLOCKS (CTAs per SM the registers are
 capped for), PDL (1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads
 its first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too),
-SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
+RING (0: each thread prefetches the next super-block of its two rows into registers; 2..8:
+each warp keeps a cp.async ring of RING super-blocks of its rows in shared memory, RING - 1 of
+them in flight), SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
 (kernels/mmq_f16.py: the timed pass, or f16 rows with X16_INPUT=1).
 """
 from __future__ import annotations
@@ -20,8 +22,9 @@ MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
 TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16)
-DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD")
+DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING")
+SLOT_BYTES = 16 * 144  # a ring slot: one q4_K super-block of a warp's 16 rows
 
 
 def full_params(params: dict) -> dict:
@@ -31,7 +34,13 @@ def full_params(params: dict) -> dict:
     return {**p, "BM": 16 * p["WARPS"], "BN": TOKEN_TILE}
 
 
-def invalid_reason(params: dict, qtype: str) -> str | None:
+def smem_bytes(params: dict) -> int:
+    """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring."""
+    p = full_params(params)
+    return p["RING"] * p["WARPS"] * SLOT_BYTES
+
+
+def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
     p = full_params(params)
     if qtype not in QTYPES:
         return f"mmq_direct: {qtype} has no direct-fragment decoder (has {', '.join(QTYPES)})"
@@ -39,11 +48,13 @@ def invalid_reason(params: dict, qtype: str) -> str | None:
         return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
     if p["XAHEAD"] not in (0, 1):
         return f"XAHEAD={p['XAHEAD']} is not 0 or 1"
+    if p["RING"] == 1 or not 0 <= p["RING"] <= 8:
+        return f"RING={p['RING']} is not 0 (register prefetch) or 2..8 super-blocks"
     if not 1 <= p["MIN_BLOCKS"] <= 4:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..4"
     if p["PDL"] not in (0, 1, 2):
         return f"PDL={p['PDL']} is not 0, 1 (after the pass) or 2 (and the reduce after the GEMM)"
-    return None
+    return mmq_base.smem_limit_reason(smem_bytes(p), device_info or {})
 
 
 class DirectBound(mmq_f16.F16Bound):
@@ -55,7 +66,7 @@ class DirectBound(mmq_f16.F16Bound):
         self.grid = (gy, gz, gx)
         pdl = variant.params.get("PDL", 0)
         if pdl and not self.x16_input:  # starts while its pass runs (f16 input: no pass, plain launch)
-            self.gemm = device.dependent_kernel(handle["compiled"], FAMILY.kernel_name, 0)
+            self.gemm = device.dependent_kernel(handle["compiled"], FAMILY.kernel_name, self.smem)
         if pdl >= 2 and self.partial is not None:  # the reduce waits in place for the partial sums
             self.reduce = device.dependent_kernel(handle["compiled"], FAMILY.reduce_name, 0)
 
@@ -75,14 +86,14 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return 32 * full_params(params)["WARPS"]
 
     def smem(self, params: dict, qtype: str) -> int:
-        return 0
+        return smem_bytes(params)
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
-        return invalid_reason(params, qtype)
+        return invalid_reason(params, qtype, device_info)
 
     def precompile_configs(self) -> list[dict]:
         return [DEFAULTS, heuristic_params(16)]

@@ -20,6 +20,12 @@ CONFIGS = [
     {"WARPS": 16, "MIN_BLOCKS": 1, "PDL": 2, "XAHEAD": 0},
     {"WARPS": 12, "MIN_BLOCKS": 1, "PDL": 1, "XAHEAD": 1, "SPLITK": 5},
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "X16_INPUT": 1},  # f16 rows in: no pass
+    # each warp's cp.async ring of RING super-blocks: deeper than a split's range (empty groups), wrapping
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 4},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 0, "SPLITK": 3},
+    {"WARPS": 6, "MIN_BLOCKS": 1, "PDL": 2, "RING": 8, "SPLITK": 2},
+    {"WARPS": 2, "MIN_BLOCKS": 4, "PDL": 0, "RING": 2},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 5, "X16_INPUT": 1},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
@@ -38,7 +44,7 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
     from kernels import mmq_direct

@@ -28,12 +28,18 @@
 #ifndef XAHEAD  // 1: a chunk's activations are loaded during the chunk before (16 more registers)
 #define XAHEAD 1
 #endif
+#ifndef RING  // 0: the next super-block's weights are prefetched into registers; >= 2: each warp keeps
+#define RING 0  // a cp.async ring of RING super-blocks of its 16 rows in shared memory (RING - 1 in flight)
+#endif
 
 namespace direct {
 
 constexpr int kThreads = 32 * WARPS;
 constexpr int kRowsPerCta = 16 * WARPS;
 constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale bytes, 128 qs bytes
+constexpr int kSlotBytes = 16 * kBlockBytes;  // one ring slot: a super-block of a warp's 16 rows
+constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
+constexpr int kSmemBytes = RING * WARPS * kSlotBytes;
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
     uint4 head[2];   // d | dmin, scales[0..11]
@@ -60,6 +66,32 @@ __device__ __forceinline__ void load_rows(Rows& r, const uint8_t* const (&row)[2
         r.head[i] = load_streamed16(row[i]);
 #pragma unroll
         for (int j = 0; j < 4; ++j) r.qs[i][j] = load_streamed8(row[i] + 16 + 8 * t + 32 * j);
+    }
+}
+
+// Its lane's share of a warp's ring copies: piece p = lane + 32 i of the slot is row p / 9's 16-byte piece p % 9
+struct RingCopies {
+    const uint8_t* src[kCopies];  // the piece in the next super-block to copy
+    uint32_t dst[kCopies];        // its offset in a slot
+};
+
+__device__ __forceinline__ void issue_slot(RingCopies& c, uint8_t* slot, bool live) {
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+        if (live && c.dst[i] < kSlotBytes) mmq::cp_async16(slot + c.dst[i], c.src[i]);
+        c.src[i] += kBlockBytes;
+    }
+    mmq::cp_async_commit();  // a group per slot, empty past the range: the wait counts stay uniform
+}
+
+// A super-block of the thread's two rows from its landed slot (rows g and g + 8 at 144-byte strides)
+__device__ __forceinline__ void read_slot(Rows& r, const uint8_t* slot, int g, int t) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const uint8_t* row = slot + (g + 8 * i) * kBlockBytes;
+        r.head[i] = *reinterpret_cast<const uint4*>(row);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r.qs[i][j] = *reinterpret_cast<const uint2*>(row + 16 + 32 * j + 8 * t);
     }
 }
 
@@ -162,26 +194,59 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row = (blockIdx.x * WARPS + warp) * 16 + g;  // and row + 8; rows past M read the last, store none
     const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
-    const uint8_t* rows[2] = {W + static_cast<long long>(min(row, M - 1)) * row_bytes + sb_begin * kBlockBytes,
-                              W + static_cast<long long>(min(row + 8, M - 1)) * row_bytes + sb_begin * kBlockBytes};
-    Rows ra, rb;
-    load_rows(ra, rows, t);  // before the wait: weights do not depend on the pass
-    if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
     const int tok = blockIdx.z * 16 + g;  // B columns: tokens tok and tok + 8 (past T: the last, stored nowhere)
-    const __half* xp[2] = {X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t,
-                           X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t};
     float acc[2][4] = {};
     Chunk xn;
-    if constexpr (XAHEAD) load_chunk(xn, xp, 0);
-    for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
-        rows[0] += kBlockBytes, rows[1] += kBlockBytes;
-        if (sb + 1 < sb_end) load_rows(rb, rows, t);
-        multiply(acc, ra, xp, xn, sb + 1 < sb_end);
-        if (sb + 1 >= sb_end) break;
-        xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
-        if (sb + 2 < sb_end) load_rows(ra, rows, t);
-        multiply(acc, rb, xp, xn, sb + 2 < sb_end);
-        xp[0] += 256, xp[1] += 256;
+    const __half* xp[2];
+    if constexpr (RING == 0) {
+        const uint8_t* rows[2] = {W + static_cast<long long>(min(row, M - 1)) * row_bytes + sb_begin * kBlockBytes,
+                                  W + static_cast<long long>(min(row + 8, M - 1)) * row_bytes + sb_begin * kBlockBytes};
+        Rows ra, rb;
+        load_rows(ra, rows, t);  // before the wait: weights do not depend on the pass
+        if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
+        xp[0] = X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t;
+        xp[1] = X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t;
+        if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+        for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
+            rows[0] += kBlockBytes, rows[1] += kBlockBytes;
+            if (sb + 1 < sb_end) load_rows(rb, rows, t);
+            multiply(acc, ra, xp, xn, sb + 1 < sb_end);
+            if (sb + 1 >= sb_end) break;
+            xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
+            if (sb + 2 < sb_end) load_rows(ra, rows, t);
+            multiply(acc, rb, xp, xn, sb + 2 < sb_end);
+            xp[0] += 256, xp[1] += 256;
+        }
+    } else {
+        extern __shared__ __align__(16) uint8_t smem[];
+        uint8_t* ring = smem + warp * (RING * kSlotBytes);
+        RingCopies copies;
+        const int row0 = (blockIdx.x * WARPS + warp) * 16;
+#pragma unroll
+        for (int i = 0; i < kCopies; ++i) {
+            const int p = lane + 32 * i, r = p / 9, piece = p % 9;
+            copies.src[i] = W + static_cast<long long>(min(row0 + r, M - 1)) * row_bytes + sb_begin * kBlockBytes + 16 * piece;
+            copies.dst[i] = p < kPieces ? r * kBlockBytes + 16 * piece : kSlotBytes;  // past the slot: no copy
+        }
+#pragma unroll
+        for (int s = 0; s < RING - 1; ++s) issue_slot(copies, ring + s * kSlotBytes, sb_begin + s < sb_end);
+        if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
+        xp[0] = X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t;
+        xp[1] = X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t;
+        if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+        int slot = 0, fill = RING - 1;
+        for (int sb = sb_begin; sb < sb_end; ++sb) {
+            __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
+            issue_slot(copies, ring + fill * kSlotBytes, sb + RING - 1 < sb_end);
+            fill = fill + 1 == RING ? 0 : fill + 1;
+            mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
+            __syncwarp();                    // and so have the other lanes' copies of it
+            Rows r;
+            read_slot(r, ring + slot * kSlotBytes, g, t);
+            slot = slot + 1 == RING ? 0 : slot + 1;
+            multiply(acc, r, xp, xn, sb + 1 < sb_end);
+            xp[0] += 256, xp[1] += 256;
+        }
     }
     float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
 #pragma unroll
@@ -196,4 +261,4 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
 
 MMQ_SPLITK_REDUCE(mmq_direct_splitk_reduce)
 
-extern "C" __constant__ int mmq_direct_smem_bytes = 0;
+extern "C" __constant__ int mmq_direct_smem_bytes = direct::kSmemBytes;
