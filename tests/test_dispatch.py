@@ -148,3 +148,21 @@ def test_the_huge_regime_runs_the_large_champion_until_it_has_its_own(tmp_path):
     _promote_shape(shaped, (4096, 14336), "large", 128)
     assert dispatch.choose("q4_K", "sm_90", 4096, shaped, 4096, 14336)[2] == \
         "champion of adaptive_format (shape 4096x14336)"
+
+
+def test_the_direct_champion_serves_its_type_at_few_tokens_and_nowhere_else(tmp_path):
+    """lever `direct` (q4_K only) comes first in LEVERS: promoted at tiny, it runs q4_K up to T=16;
+    other types and larger T keep their wgmma champions."""
+    path = tmp_path / "champions.json"
+    tiny = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "PDL": 2}
+    small = {**tiny, "BN": 64, "RAW": 3}
+    direct = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "RING": 3, "SPLITK": 0}
+    for qtype in ("q4_K", "q5_K"):
+        _promote(path, "wgmma", "mmq_wgmma", qtype, "tiny", tiny)
+        _promote(path, "wgmma", "mmq_wgmma", qtype, "small", small)
+    assert dispatch.choose("q4_K", "sm_90", 16, path)[:2] == ("mmq_wgmma", tiny)
+    _promote(path, "direct", "mmq_direct", "q4_K", "tiny", direct)
+    for T in (1, 8, 16):
+        assert dispatch.choose("q4_K", "sm_90", T, path)[:2] == ("mmq_direct", direct)
+    assert dispatch.choose("q4_K", "sm_90", 17, path)[:2] == ("mmq_wgmma", small)
+    assert dispatch.choose("q5_K", "sm_90", 16, path)[:2] == ("mmq_wgmma", tiny)

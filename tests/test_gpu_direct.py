@@ -52,3 +52,19 @@ def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
     prob, want = one_hot_problem(np.random.default_rng([cfg, 98]), "q4_K", M=200, K=256, T=256, deq=1)
     np.testing.assert_array_equal(run_once(variant, prob), want)
+
+
+def test_the_dispatcher_runs_a_promoted_direct_champion(gpu_device, tmp_path):
+    """kernels.dispatch.mmq with a direct champion at tiny: the user's call runs mmq_direct at T <= 16."""
+    from campaign import champions
+    from kernels import dispatch
+
+    path = tmp_path / "champions.json"
+    params = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "RING": 3, "SPLITK": 0}
+    champions.promote("direct", champions.key("q4_K", gpu_device.info["arch"], "tiny"),
+                      {"lever": "direct", "family": "mmq_direct", "params": params,
+                       "promoted_at": "2026-12-03T00:00:00"}, path=path)
+    prob = random_problem(np.random.default_rng(99), "q4_K", 300, 2048, 11)
+    assert dispatch.choose("q4_K", gpu_device.info["arch"], 11, path, M=300, K=2048)[0] == "mmq_direct"
+    got = dispatch.mmq(prob.w_packed, "q4_K", prob.x, gpu_device, champions_path=path)
+    assert_f16_parity(got, prob, "dispatch q4_K 300x2048x11")
