@@ -9,7 +9,7 @@ capped for), PDL (1: the GEMM is a programmatic dependent launch of its f32 -> f
 its first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too),
 RING (0: each thread prefetches the next super-block of its two rows into registers; 2..8:
 each warp keeps a cp.async ring of RING super-blocks of its rows in shared memory, RING - 1 of
-them in flight), SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
+them in flight; L2PF 1: those copies ask L2 for the surrounding 256 bytes), SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
 (kernels/mmq_f16.py: the timed pass, or f16 rows with X16_INPUT=1).
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
 TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16)
-DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING")
+DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF")
 SLOT_BYTES = 16 * 144  # a ring slot: one q4_K super-block of a warp's 16 rows
 
 
@@ -48,10 +48,12 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
     if p["XAHEAD"] not in (0, 1):
         return f"XAHEAD={p['XAHEAD']} is not 0 or 1"
+    if p["L2PF"] not in (0, 1) or (p["L2PF"] and not p["RING"]):
+        return f"L2PF={p['L2PF']}: 0, or 1 with a RING (its copies carry the L2 prefetch hint)"
     if p["RING"] == 1 or not 0 <= p["RING"] <= 8:
         return f"RING={p['RING']} is not 0 (register prefetch) or 2..8 super-blocks"
-    if not 1 <= p["MIN_BLOCKS"] <= 4:
-        return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..4"
+    if not 1 <= p["MIN_BLOCKS"] <= 8:
+        return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
         return f"PDL={p['PDL']} is not 0, 1 (after the pass) or 2 (and the reduce after the GEMM)"
     return mmq_base.smem_limit_reason(smem_bytes(p), device_info or {})

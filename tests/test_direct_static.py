@@ -39,20 +39,23 @@ def test_the_main_loop_holds_the_counted_instructions(default_build):
 
 def test_the_ring_adds_its_copies_and_no_barrier():
     """RING: per super-block and warp, 5 cp.async (144 16-byte pieces over 32 lanes) and the ten
-    shared loads of a thread's two rows, the same dequant and mma; still no CTA barrier."""
+    shared loads of a thread's two rows, the same dequant and mma; still no CTA barrier, and fewer
+    instructions than the register prefetch's copies (one warp-uniform base, fixed offsets)."""
     built = mmq_direct.FAMILY.compile_only({"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4}, "q4_K")
     assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
     before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
     loop = before + after
     assert loop["HMMA"] == 32 and loop["HFMA2"] == 64 and loop["LDGSTS"] == 5
     assert loop["LDG"] == 16  # the activations only: the weights come through the ring
+    assert sum(loop.values()) <= 450, sorted(loop.items())
     ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
     assert not {op for op in ops if op.startswith(("BAR", "SYNCS"))}, ops
     assert mmq_direct.smem_bytes({"WARPS": 8, "RING": 4}) == 8 * 4 * 16 * 144
 
 
 @pytest.mark.parametrize("params", [{"WARPS": 8, "MIN_BLOCKS": 1, "XAHEAD": 0}, {"WARPS": 4, "MIN_BLOCKS": 3, "XAHEAD": 0},
-                                    {"WARPS": 2, "MIN_BLOCKS": 4, "XAHEAD": 0, "PDL": 1}])
+                                    {"WARPS": 2, "MIN_BLOCKS": 4, "XAHEAD": 0, "PDL": 1},
+                                    {"WARPS": 4, "MIN_BLOCKS": 5, "XAHEAD": 0, "PDL": 2, "RING": 2}])
 def test_other_spill_free_configurations_compile(params):
     built = mmq_direct.FAMILY.compile_only(params, "q4_K")
     assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
@@ -63,8 +66,9 @@ def test_other_spill_free_configurations_compile(params):
     ({"WARPS": 3}, "q4_K", "WARPS=3"),
     ({"PDL": 3}, "q4_K", "PDL=3"),
     ({"XAHEAD": 2}, "q4_K", "XAHEAD=2"),
-    ({"MIN_BLOCKS": 5}, "q4_K", "MIN_BLOCKS=5"),
+    ({"MIN_BLOCKS": 9}, "q4_K", "MIN_BLOCKS=9"),
     ({"RING": 1}, "q4_K", "RING=1"),
+    ({"L2PF": 1}, "q4_K", "L2PF=1"),
     ({"RING": 8, "WARPS": 16}, "q4_K", "shared memory"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):

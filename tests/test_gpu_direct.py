@@ -26,6 +26,8 @@ CONFIGS = [
     {"WARPS": 6, "MIN_BLOCKS": 1, "PDL": 2, "RING": 8, "SPLITK": 2},
     {"WARPS": 2, "MIN_BLOCKS": 4, "PDL": 0, "RING": 2},
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 5, "X16_INPUT": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 5, "PDL": 2, "RING": 2, "XAHEAD": 0, "SPLITK": 2},  # 20 warps at 96 registers
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "L2PF": 1},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)

@@ -28,6 +28,9 @@
 #ifndef XAHEAD  // 1: a chunk's activations are loaded during the chunk before (16 more registers)
 #define XAHEAD 1
 #endif
+#ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
+#define L2PF 0
+#endif
 #ifndef RING  // 0: the next super-block's weights are prefetched into registers; >= 2: each warp keeps
 #define RING 0  // a cp.async ring of RING super-blocks of its 16 rows in shared memory (RING - 1 in flight)
 #endif
@@ -69,31 +72,43 @@ __device__ __forceinline__ void load_rows(Rows& r, const uint8_t* const (&row)[2
     }
 }
 
-// Its lane's share of a warp's ring copies: piece p = lane + 32 i of the slot is row p / 9's 16-byte piece p % 9
+// Its lane's share of a warp's ring copies: slot piece p = lane + 32 i (16 bytes at 16 p in the slot)
+// is row p / 9's piece p % 9, read at a fixed offset from the warp's first row in the super-block
 struct RingCopies {
-    const uint8_t* src[kCopies];  // the piece in the next super-block to copy
-    uint32_t dst[kCopies];        // its offset in a slot
+    int src[kCopies];  // the piece's offset from the warp's row-0 super-block (rows past M: the last row's)
 };
 
-__device__ __forceinline__ void issue_slot(RingCopies& c, uint8_t* slot, bool live) {
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+#if L2PF
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(mmq::smem_addr(dst)), "l"(src));
+#else
+    mmq::cp_async16(dst, src);
+#endif
+}
+
+__device__ __forceinline__ void issue_slot(const RingCopies& c, const uint8_t* base, uint8_t* slot, int lane, bool live) {
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
-        if (live && c.dst[i] < kSlotBytes) mmq::cp_async16(slot + c.dst[i], c.src[i]);
-        c.src[i] += kBlockBytes;
+        if (live && (i < kCopies - 1 || lane + 32 * i < kPieces)) copy16(slot + 16 * lane + 512 * i, base + c.src[i]);
     }
     mmq::cp_async_commit();  // a group per slot, empty past the range: the wait counts stay uniform
 }
 
-// A super-block of the thread's two rows from its landed slot (rows g and g + 8 at 144-byte strides)
-__device__ __forceinline__ void read_slot(Rows& r, const uint8_t* slot, int g, int t) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const uint8_t* row = slot + (g + 8 * i) * kBlockBytes;
-        r.head[i] = *reinterpret_cast<const uint4*>(row);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) r.qs[i][j] = *reinterpret_cast<const uint2*>(row + 16 + 32 * j + 8 * t);
+// The thread's rows g and g + 8 in a landed slot (144-byte row strides)
+struct SlotRows {
+    const uint8_t* row[2];
+    int t;
+    __device__ __forceinline__ uint4 head(int i) const { return *reinterpret_cast<const uint4*>(row[i]); }
+    __device__ __forceinline__ uint2 qs(int i, int j) const {  // the chunk's words, read as the chunk starts
+        return *reinterpret_cast<const uint2*>(row[i] + 16 + 32 * j + 8 * t);
     }
-}
+};
+
+struct RegRows {  // the register-prefetch path's super-block (Rows)
+    const Rows& r;
+    __device__ __forceinline__ uint4 head(int i) const { return r.head[i]; }
+    __device__ __forceinline__ uint2 qs(int i, int j) const { return r.qs[i][j]; }
+};
 
 __device__ __forceinline__ __half2 as_h2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
 __device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
@@ -147,11 +162,12 @@ __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2
 
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
 // entry and the next super-block's first chunk on exit (when there is one: `more`).
-__device__ __forceinline__ void multiply(float (&acc)[2][4], const Rows& r, const __half* const (&xp)[2], Chunk& xn,
+template <class Src>
+__device__ __forceinline__ void multiply(float (&acc)[2][4], const Src& r, const __half* const (&xp)[2], Chunk& xn,
                                          bool more) {
     __half2 sw[2][4], nmn[2][4];
-    decode_scales(r.head[0], sw[0], nmn[0]);
-    decode_scales(r.head[1], sw[1], nmn[1]);
+    decode_scales(r.head(0), sw[0], nmn[0]);
+    decode_scales(r.head(1), sw[1], nmn[1]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #if XAHEAD
@@ -161,13 +177,14 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4], const Rows& r, cons
         Chunk x;
         load_chunk(x, xp, 64 * j);
 #endif
+        const uint2 words[2] = {r.qs(0, j), r.qs(1, j)};
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const bool high = s >= 2;  // high nibbles: the chunk's second 32-k sub-block
             uint32_t a[4];
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                const uint32_t word = (s & 1) ? r.qs[i][j].y : r.qs[i][j].x;
+                const uint32_t word = (s & 1) ? words[i].y : words[i].x;
                 const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
                 const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
                 const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
@@ -210,11 +227,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
             rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 1 < sb_end) load_rows(rb, rows, t);
-            multiply(acc, ra, xp, xn, sb + 1 < sb_end);
+            multiply(acc, RegRows{ra}, xp, xn, sb + 1 < sb_end);
             if (sb + 1 >= sb_end) break;
             xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 2 < sb_end) load_rows(ra, rows, t);
-            multiply(acc, rb, xp, xn, sb + 2 < sb_end);
+            multiply(acc, RegRows{rb}, xp, xn, sb + 2 < sb_end);
             xp[0] += 256, xp[1] += 256;
         }
     } else {
@@ -222,14 +239,17 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
         RingCopies copies;
         const int row0 = (blockIdx.x * WARPS + warp) * 16;
+        const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
 #pragma unroll
         for (int i = 0; i < kCopies; ++i) {
-            const int p = lane + 32 * i, r = p / 9, piece = p % 9;
-            copies.src[i] = W + static_cast<long long>(min(row0 + r, M - 1)) * row_bytes + sb_begin * kBlockBytes + 16 * piece;
-            copies.dst[i] = p < kPieces ? r * kBlockBytes + 16 * piece : kSlotBytes;  // past the slot: no copy
+            const int p = min(lane + 32 * i, kPieces - 1), r = p / 9;
+            copies.src[i] = static_cast<int>((min(row0 + r, M - 1) - row0) * row_bytes) + 16 * (p % 9);
         }
 #pragma unroll
-        for (int s = 0; s < RING - 1; ++s) issue_slot(copies, ring + s * kSlotBytes, sb_begin + s < sb_end);
+        for (int s = 0; s < RING - 1; ++s) {
+            issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
+            base += kBlockBytes;
+        }
         if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
         xp[0] = X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t;
         xp[1] = X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t;
@@ -237,14 +257,14 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         int slot = 0, fill = RING - 1;
         for (int sb = sb_begin; sb < sb_end; ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
-            issue_slot(copies, ring + fill * kSlotBytes, sb + RING - 1 < sb_end);
+            issue_slot(copies, base, ring + fill * kSlotBytes, lane, sb + RING - 1 < sb_end);
+            base += kBlockBytes;
             fill = fill + 1 == RING ? 0 : fill + 1;
             mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
             __syncwarp();                    // and so have the other lanes' copies of it
-            Rows r;
-            read_slot(r, ring + slot * kSlotBytes, g, t);
+            const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
+            multiply(acc, SlotRows{{landed, landed + 8 * kBlockBytes}, t}, xp, xn, sb + 1 < sb_end);
             slot = slot + 1 == RING ? 0 : slot + 1;
-            multiply(acc, r, xp, xn, sb + 1 < sb_end);
             xp[0] += 256, xp[1] += 256;
         }
     }
