@@ -20,7 +20,7 @@ LEVER = Lever(
         "WARPS": list(mmq_direct.WARP_COUNTS),
         "MIN_BLOCKS": [1, 2, 3, 4, 5, 6, 8],  # 5: 20 warps of 4 per CTA at 96 registers
         "PDL": [0, 1, 2],
-        "XAHEAD": [0, 1],
+        "XAHEAD": [0, 1, 2],  # activations loaded: as the chunk starts, a chunk ahead, each half two steps ahead
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
         "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
     },

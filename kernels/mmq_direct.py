@@ -46,8 +46,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"mmq_direct: {qtype} has no direct-fragment decoder (has {', '.join(QTYPES)})"
     if p["WARPS"] not in WARP_COUNTS:
         return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
-    if p["XAHEAD"] not in (0, 1):
-        return f"XAHEAD={p['XAHEAD']} is not 0 or 1"
+    if p["XAHEAD"] not in (0, 1, 2):
+        return f"XAHEAD={p['XAHEAD']} is not 0, 1 or 2"
     if p["L2PF"] not in (0, 1) or (p["L2PF"] and not p["RING"]):
         return f"L2PF={p['L2PF']}: 0, or 1 with a RING (its copies carry the L2 prefetch hint)"
     if p["RING"] == 1 or not 0 <= p["RING"] <= 8:

@@ -65,7 +65,7 @@ def test_other_spill_free_configurations_compile(params):
     ({}, "q6_K", "no direct-fragment decoder"),
     ({"WARPS": 3}, "q4_K", "WARPS=3"),
     ({"PDL": 3}, "q4_K", "PDL=3"),
-    ({"XAHEAD": 2}, "q4_K", "XAHEAD=2"),
+    ({"XAHEAD": 3}, "q4_K", "XAHEAD=3"),
     ({"MIN_BLOCKS": 9}, "q4_K", "MIN_BLOCKS=9"),
     ({"RING": 1}, "q4_K", "RING=1"),
     ({"L2PF": 1}, "q4_K", "L2PF=1"),

@@ -28,6 +28,9 @@ CONFIGS = [
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 5, "X16_INPUT": 1},
     {"WARPS": 4, "MIN_BLOCKS": 5, "PDL": 2, "RING": 2, "XAHEAD": 0, "SPLITK": 2},  # 20 warps at 96 registers
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "L2PF": 1},
+    # activations half a chunk ahead (XAHEAD 2): ring and register paths, split ranges of odd lengths
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 2, "SPLITK": 3},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 1, "RING": 0, "XAHEAD": 2},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
@@ -46,7 +49,7 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3, 7, 8])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
     from kernels import mmq_direct

@@ -25,9 +25,9 @@
 #ifndef PDL
 #define PDL 0
 #endif
-#ifndef XAHEAD  // 1: a chunk's activations are loaded during the chunk before (16 more registers)
-#define XAHEAD 1
-#endif
+#ifndef XAHEAD  // when a chunk's activations are loaded: 0 as it starts; 1 during the chunk before (16 more
+#define XAHEAD 1  // registers); 2 each half two k16 steps before its first use (a half's registers are
+#endif            // refilled as soon as its last mma has read them: no more registers than 0)
 #ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
 #define L2PF 0
 #endif
@@ -152,6 +152,11 @@ struct Chunk {  // a thread's activations for one 64-k chunk: per 8-token half, 
 
 // xp[n]: the thread's first activation (k 8t of the super-block's first chunk) in token row
 // g (n = 0) and g + 8; `off` (halves) selects the chunk, a compile-time constant after unrolling
+__device__ __forceinline__ void load_half(uint4 (&h)[2], const __half* const (&xp)[2], int off) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) h[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off));
+}
+
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
@@ -170,9 +175,11 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4], const Src& r, const
     decode_scales(r.head(1), sw[1], nmn[1]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-#if XAHEAD
+#if XAHEAD == 1
         const Chunk x = xn;
         if (j < 3 || more) load_chunk(xn, xp, 64 * (j + 1));  // a chunk ahead
+#elif XAHEAD == 2
+        Chunk& x = xn;  // its halves are refilled below, two steps ahead of their use
 #else
         Chunk x;
         load_chunk(x, xp, 64 * j);
@@ -195,6 +202,10 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4], const Src& r, const
                 const uint4 v = high ? x.hi[n] : x.lo[n];
                 mma16816(acc[n], a, (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
             }
+#if XAHEAD == 2
+            if (s == 1 && (j < 3 || more)) load_half(x.lo, xp, 64 * (j + 1));  // the next chunk's first half
+            if (s == 3 && (j < 3 || more)) load_half(x.hi, xp, 64 * (j + 1) + 32);
+#endif
         }
     }
 }
