@@ -23,6 +23,7 @@ LEVER = Lever(
         "XAHEAD": [0, 1, 2],  # activations loaded: as the chunk starts, a chunk ahead, each half two steps ahead
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
         "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
+        "MT": [1, 2],  # m16 tiles per warp (2: 32 rows share each activation fragment; with a RING)
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

@@ -4,7 +4,8 @@ loads 16 q4_K weight rows from global memory straight into `mma.sync m16n8k16` f
 shared memory, no barriers. Meant for few tokens (a 16-token tile per CTA column), where the
 register-A wgmma kernel is bound by instruction issue (perf log run 29).
 
-Parameters: WARPS (16 weight rows each per CTA), MIN_BLOCKS (CTAs per SM the registers are
+Parameters: WARPS (16 MT weight rows each per CTA; MT 2: two m16 tiles per warp share each activation
+fragment, ring only), MIN_BLOCKS (CTAs per SM the registers are
 capped for), PDL (1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads
 its first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too),
 RING (0: each thread prefetches the next super-block of its two rows into registers; 2..8:
@@ -22,22 +23,22 @@ MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
 TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16)
-DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF")
-SLOT_BYTES = 16 * 144  # a ring slot: one q4_K super-block of a warp's 16 rows
+DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT")
+SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 
 
 def full_params(params: dict) -> dict:
     """With the derived tile: BM = 16 rows per warp, BN = the 16-token tile (what the split-K
     choice and the reports read)."""
     p = {**DEFAULTS, **params}
-    return {**p, "BM": 16 * p["WARPS"], "BN": TOKEN_TILE}
+    return {**p, "BM": 16 * p["MT"] * p["WARPS"], "BN": TOKEN_TILE}
 
 
 def smem_bytes(params: dict) -> int:
     """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring."""
     p = full_params(params)
-    return p["RING"] * p["WARPS"] * SLOT_BYTES
+    return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -50,6 +51,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"XAHEAD={p['XAHEAD']} is not 0, 1 or 2"
     if p["L2PF"] not in (0, 1) or (p["L2PF"] and not p["RING"]):
         return f"L2PF={p['L2PF']}: 0, or 1 with a RING (its copies carry the L2 prefetch hint)"
+    if p["MT"] not in (1, 2) or (p["MT"] == 2 and not p["RING"]):
+        return f"MT={p['MT']}: 1, or 2 (32 rows per warp) with a RING"
     if p["RING"] == 1 or not 0 <= p["RING"] <= 8:
         return f"RING={p['RING']} is not 0 (register prefetch) or 2..8 super-blocks"
     if not 1 <= p["MIN_BLOCKS"] <= 8:

@@ -53,6 +53,18 @@ def test_the_ring_adds_its_copies_and_no_barrier():
     assert mmq_direct.smem_bytes({"WARPS": 8, "RING": 4}) == 8 * 4 * 16 * 144
 
 
+def test_two_m_tiles_per_warp_share_the_activation_loads():
+    """MT=2: per super-block twice the mma and dequant of MT=1, the same 16 activation loads, 9 copies
+    per lane (288 pieces), and fewer instructions per 16 rows."""
+    built = mmq_direct.FAMILY.compile_only({"WARPS": 4, "MIN_BLOCKS": 4, "RING": 2, "XAHEAD": 0, "MT": 2}, "q4_K")
+    assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+    loop = before + after
+    assert loop["HMMA"] == 64 and loop["HFMA2"] == 128 and loop["LDG"] == 16 and loop["LDGSTS"] == 9
+    assert sum(loop.values()) / 2 <= 410, sorted(loop.items())
+    assert mmq_direct.full_params({"WARPS": 4, "MT": 2})["BM"] == 128
+
+
 @pytest.mark.parametrize("params", [{"WARPS": 8, "MIN_BLOCKS": 1, "XAHEAD": 0}, {"WARPS": 4, "MIN_BLOCKS": 3, "XAHEAD": 0},
                                     {"WARPS": 2, "MIN_BLOCKS": 4, "XAHEAD": 0, "PDL": 1},
                                     {"WARPS": 4, "MIN_BLOCKS": 5, "XAHEAD": 0, "PDL": 2, "RING": 2}])
@@ -69,6 +81,8 @@ def test_other_spill_free_configurations_compile(params):
     ({"MIN_BLOCKS": 9}, "q4_K", "MIN_BLOCKS=9"),
     ({"RING": 1}, "q4_K", "RING=1"),
     ({"L2PF": 1}, "q4_K", "L2PF=1"),
+    ({"MT": 2}, "q4_K", "MT=2"),
+    ({"MT": 3, "RING": 2}, "q4_K", "MT=3"),
     ({"RING": 8, "WARPS": 16}, "q4_K", "shared memory"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):

@@ -31,6 +31,9 @@ CONFIGS = [
     # activations half a chunk ahead (XAHEAD 2): ring and register paths, split ranges of odd lengths
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 2, "SPLITK": 3},
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 1, "RING": 0, "XAHEAD": 2},
+    # 32 rows per warp (MT 2): two m16 tiles share each activation fragment; M = 37, 77, 145 end inside a warp
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "MT": 2},
+    {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 2},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
@@ -49,7 +52,7 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
     from kernels import mmq_direct

@@ -28,6 +28,12 @@
 #ifndef XAHEAD  // when a chunk's activations are loaded: 0 as it starts; 1 during the chunk before (16 more
 #define XAHEAD 1  // registers); 2 each half two k16 steps before its first use (a half's registers are
 #endif            // refilled as soon as its last mma has read them: no more registers than 0)
+#ifndef MT  // m16 tiles per warp: 1 (16 rows) or 2 (32 rows: each activation fragment feeds twice the mma; RING only)
+#define MT 1
+#endif
+#if MT != 1 && (MT != 2 || RING == 0)
+#error "mmq_direct.cu: MT is 1, or 2 with a RING"
+#endif
 #ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
 #define L2PF 0
 #endif
@@ -38,9 +44,9 @@
 namespace direct {
 
 constexpr int kThreads = 32 * WARPS;
-constexpr int kRowsPerCta = 16 * WARPS;
+constexpr int kWarpRows = 16 * MT, kThreadRows = 2 * MT;  // a thread's rows: g + 8 i, i < kThreadRows
 constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale bytes, 128 qs bytes
-constexpr int kSlotBytes = 16 * kBlockBytes;  // one ring slot: a super-block of a warp's 16 rows
+constexpr int kSlotBytes = kWarpRows * kBlockBytes;  // one ring slot: a super-block of a warp's rows
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes;
 
@@ -94,13 +100,15 @@ __device__ __forceinline__ void issue_slot(const RingCopies& c, const uint8_t* b
     mmq::cp_async_commit();  // a group per slot, empty past the range: the wait counts stay uniform
 }
 
-// The thread's rows g and g + 8 in a landed slot (144-byte row strides)
+// The thread's rows g + 8 i in a landed slot (144-byte row strides); `row` is row g's super-block
 struct SlotRows {
-    const uint8_t* row[2];
+    const uint8_t* row;
     int t;
-    __device__ __forceinline__ uint4 head(int i) const { return *reinterpret_cast<const uint4*>(row[i]); }
+    __device__ __forceinline__ uint4 head(int i) const {
+        return *reinterpret_cast<const uint4*>(row + 8 * i * kBlockBytes);
+    }
     __device__ __forceinline__ uint2 qs(int i, int j) const {  // the chunk's words, read as the chunk starts
-        return *reinterpret_cast<const uint2*>(row[i] + 16 + 32 * j + 8 * t);
+        return *reinterpret_cast<const uint2*>(row + 8 * i * kBlockBytes + 16 + 32 * j + 8 * t);
     }
 };
 
@@ -168,11 +176,11 @@ __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
 // entry and the next super-block's first chunk on exit (when there is one: `more`).
 template <class Src>
-__device__ __forceinline__ void multiply(float (&acc)[2][4], const Src& r, const __half* const (&xp)[2], Chunk& xn,
+__device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, const __half* const (&xp)[2], Chunk& xn,
                                          bool more) {
-    __half2 sw[2][4], nmn[2][4];
-    decode_scales(r.head(0), sw[0], nmn[0]);
-    decode_scales(r.head(1), sw[1], nmn[1]);
+    __half2 sw[kThreadRows][4], nmn[kThreadRows][4];
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i) decode_scales(r.head(i), sw[i], nmn[i]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #if XAHEAD == 1
@@ -184,23 +192,29 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4], const Src& r, const
         Chunk x;
         load_chunk(x, xp, 64 * j);
 #endif
-        const uint2 words[2] = {r.qs(0, j), r.qs(1, j)};
+        uint2 words[kThreadRows];
+#pragma unroll
+        for (int i = 0; i < kThreadRows; ++i) words[i] = r.qs(i, j);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const bool high = s >= 2;  // high nibbles: the chunk's second 32-k sub-block
-            uint32_t a[4];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const uint32_t word = (s & 1) ? words[i].y : words[i].x;
-                const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
-                const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
-                const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
-                dequant4(nib, scale, nmin, a[i], a[i + 2]);  // a0/a2: row g, a1/a3: row g + 8
-            }
+            for (int mt = 0; mt < MT; ++mt) {  // m16 tile mt: rows g + 16 mt and g + 16 mt + 8
+                uint32_t a[4];
 #pragma unroll
-            for (int n = 0; n < 2; ++n) {
-                const uint4 v = high ? x.hi[n] : x.lo[n];
-                mma16816(acc[n], a, (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+                for (int h = 0; h < 2; ++h) {
+                    const int i = 2 * mt + h;
+                    const uint32_t word = (s & 1) ? words[i].y : words[i].x;
+                    const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
+                    const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
+                    const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
+                    dequant4(nib, scale, nmin, a[h], a[h + 2]);  // a0/a2: the tile's row g, a1/a3: row g + 8
+                }
+#pragma unroll
+                for (int n = 0; n < 2; ++n) {
+                    const uint4 v = high ? x.hi[n] : x.lo[n];
+                    mma16816(acc[mt][n], a, (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+                }
             }
 #if XAHEAD == 2
             if (s == 1 && (j < 3 || more)) load_half(x.lo, xp, 64 * (j + 1));  // the next chunk's first half
@@ -220,10 +234,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     using namespace direct;
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int row = (blockIdx.x * WARPS + warp) * 16 + g;  // and row + 8; rows past M read the last, store none
+    const int row0 = (blockIdx.x * WARPS + warp) * kWarpRows, row = row0 + g;  // the thread's rows: row + 8 i
+    // (rows past M read the last row and store nothing)
     const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
     const int tok = blockIdx.z * 16 + g;  // B columns: tokens tok and tok + 8 (past T: the last, stored nowhere)
-    float acc[2][4] = {};
+    float acc[MT][2][4] = {};
     Chunk xn;
     const __half* xp[2];
     if constexpr (RING == 0) {
@@ -238,7 +253,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
             rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 1 < sb_end) load_rows(rb, rows, t);
-            multiply(acc, RegRows{ra}, xp, xn, sb + 1 < sb_end);
+            multiply(acc, RegRows{ra}, xp, xn, sb + 1 < sb_end);  // (MT = 1)
             if (sb + 1 >= sb_end) break;
             xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 2 < sb_end) load_rows(ra, rows, t);
@@ -249,7 +264,6 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         extern __shared__ __align__(16) uint8_t smem[];
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
         RingCopies copies;
-        const int row0 = (blockIdx.x * WARPS + warp) * 16;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
 #pragma unroll
         for (int i = 0; i < kCopies; ++i) {
@@ -274,18 +288,21 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
             __syncwarp();                    // and so have the other lanes' copies of it
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
-            multiply(acc, SlotRows{{landed, landed + 8 * kBlockBytes}, t}, xp, xn, sb + 1 < sb_end);
+            multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end);
             slot = slot + 1 == RING ? 0 : slot + 1;
             xp[0] += 256, xp[1] += 256;
         }
     }
     float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int tk = blockIdx.z * 16 + n * 8 + 2 * t + (e & 1), r = row + 8 * (e >> 1);
-            if (tk < T && r < M) out[static_cast<long long>(tk) * M + r] = acc[n][e];
+        for (int n = 0; n < 2; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int tk = blockIdx.z * 16 + n * 8 + 2 * t + (e & 1), r = row + 16 * mt + 8 * (e >> 1);
+                if (tk < T && r < M) out[static_cast<long long>(tk) * M + r] = acc[mt][n][e];
+            }
         }
     }
 }
