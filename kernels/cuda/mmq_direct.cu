@@ -1,8 +1,9 @@
 // Few-token f16 GEMM with weights loaded straight into mma.sync fragments (lever `direct`):
-// each warp streams 16 q4_K weight rows from global memory into the A fragments of
+// each warp streams 16 (MT = 2: 32) q4_K weight rows from global memory into the A fragments of
 // `mma.sync m16n8k16` f16 (f32 accumulators) and reads its activations straight from the f16 rows.
-// There is no shared memory, no producer warp and no barrier: at T <= 16 the GEMM is bound by
-// instruction issue (perf log run 29), and these are the instructions a weight needs.
+// There is no producer warp and no CTA barrier; the weights come through registers or through a
+// cp.async ring of the warp's own. At T <= 16 the wgmma kernel is bound by instruction issue
+// (perf log run 29), and this kernel issues about 60 % of its instructions (runs 32-36).
 //
 // Math contract: the f16 path's (dequant16.cuh, DEQ=1): sw = f16(d sc), mn = f16(dmin m),
 // w = fma_f16(q, sw, -mn) rounded once; f16 activations (the f32 -> f16 pass, or f16 input);
@@ -19,7 +20,7 @@
 #if QTYPE != 0
 #error "mmq_direct.cu: q4_K only (QTYPE 0)"
 #endif
-#ifndef WARPS  // warps per CTA, 16 weight rows each
+#ifndef WARPS  // warps per CTA, 16 MT weight rows each
 #define WARPS 8
 #endif
 #ifndef PDL
@@ -28,17 +29,17 @@
 #ifndef XAHEAD  // when a chunk's activations are loaded: 0 as it starts; 1 during the chunk before (16 more
 #define XAHEAD 1  // registers); 2 each half two k16 steps before its first use (a half's registers are
 #endif            // refilled as soon as its last mma has read them: no more registers than 0)
+#ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
+#define L2PF 0
+#endif
+#ifndef RING  // 0: the next super-block's weights are prefetched into registers; >= 2: each warp keeps
+#define RING 0  // a cp.async ring of RING super-blocks of its rows in shared memory (RING - 1 in flight)
+#endif
 #ifndef MT  // m16 tiles per warp: 1 (16 rows) or 2 (32 rows: each activation fragment feeds twice the mma; RING only)
 #define MT 1
 #endif
 #if MT != 1 && (MT != 2 || RING == 0)
 #error "mmq_direct.cu: MT is 1, or 2 with a RING"
-#endif
-#ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
-#define L2PF 0
-#endif
-#ifndef RING  // 0: the next super-block's weights are prefetched into registers; >= 2: each warp keeps
-#define RING 0  // a cp.async ring of RING super-blocks of its 16 rows in shared memory (RING - 1 in flight)
 #endif
 
 namespace direct {
