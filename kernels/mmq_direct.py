@@ -1,8 +1,9 @@
 """Launcher of the direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`): each warp
-loads 16 q4_K weight rows from global memory straight into `mma.sync m16n8k16` f16 A fragments
-(scales applied, the f16 path's contract) and its activations straight from the f16 rows; no
-shared memory, no barriers. Meant for few tokens (a 16-token tile per CTA column), where the
-register-A wgmma kernel is bound by instruction issue (perf log run 29).
+loads its q4_K weight rows from global memory (through registers or its own cp.async ring) into
+`mma.sync m16n8k16` f16 A fragments (scales applied, the f16 path's contract) and its activations
+straight from the f16 rows; no producer warp, no CTA barrier. Meant for few tokens (a 16-token
+tile per CTA column), where the register-A wgmma kernel is bound by instruction issue (perf log
+run 29); runs 32-37 measured it.
 
 Parameters: WARPS (16 MT weight rows each per CTA; MT 2: two m16 tiles per warp share each activation
 fragment, ring only), MIN_BLOCKS (CTAs per SM the registers are
@@ -69,11 +70,7 @@ class DirectBound(mmq_f16.F16Bound):
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
-        pdl = variant.params.get("PDL", 0)
-        if pdl and not self.x16_input:  # starts while its pass runs (f16 input: no pass, plain launch)
-            self.gemm = device.dependent_kernel(handle["compiled"], FAMILY.kernel_name, self.smem)
-        if pdl >= 2 and self.partial is not None:  # the reduce waits in place for the partial sums
-            self.reduce = device.dependent_kernel(handle["compiled"], FAMILY.reduce_name, 0)
+        self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
 
 
 class MMQDirectFamily(mmq_f16.MMQF16Family):
@@ -105,10 +102,10 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
-    """The starting configuration: six warps and two CTAs per SM (12 warps; the 161 registers a
-    thread needs with the activations a chunk ahead fit without spilling), the GEMM and its
-    reduce as dependent launches (the tiny-T wgmma champions' PDL=2, perf log run 25)."""
-    return {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1}
+    """The starting configuration, the best of runs 32-37: four warps and four CTAs per SM (16
+    warps at 114 registers), each warp's ring two super-blocks deep (one in flight), activations
+    loaded as each chunk starts, the GEMM and its reduce as dependent launches."""
+    return {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0}
 
 
 FAMILY = MMQDirectFamily()

@@ -52,6 +52,18 @@ class F16Bound(mmq_base.MMQBound):
     def activation_args(self) -> tuple:
         return (self.x[self.current].ptr,) if self.x16_input else super().activation_args()
 
+    def has_pass(self) -> bool:
+        """Whether run() converts the activations before the GEMM (f16 input: no pass)."""
+        return not self.x16_input
+
+    def launch_as_dependents(self, handle: dict, family, pdl: int) -> None:
+        """PDL >= 1: the GEMM is a programmatic dependent launch of its pass (where there is one), so it
+        starts while the pass runs; PDL = 2: the split-K reduce is one of the GEMM (kernels/dependent_launch.py)."""
+        if pdl and self.has_pass():
+            self.gemm = self.device.dependent_kernel(handle.get("compiled"), family.kernel_name, self.smem)
+        if pdl >= 2 and self.partial is not None:
+            self.reduce = self.device.dependent_kernel(handle.get("compiled"), family.reduce_name, 0)
+
     def activation_pass(self, x) -> None:
         if self.x16_input:
             return

@@ -213,17 +213,13 @@ class WgmmaBound(mmq_f16.F16Bound):
             slots = device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
                 handle["threads"], self.smem, device.info, variant.resources.get("registers", 128))
             self.grid = (min(gx * gy, slots), 1, 1)
-        pdl = variant.params.get("PDL", 0)
-        if pdl and self.has_pass():  # start while the pass runs (no pass: plain launch)
-            self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
-        if pdl >= 2 and self.partial is not None:  # the reduce waits in place for the GEMM's partial sums
-            self.reduce = device.dependent_kernel(handle.get("compiled"), FAMILY.reduce_name, 0)
+        self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
             rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
             self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64) for buf in rows]
 
     def has_pass(self) -> bool:
-        return not (self.x16_input or self.xload == 3)
+        return super().has_pass() and self.xload != 3  # XLOAD 3 converts in the kernel
 
     def alloc_activation(self, T: int, K: int) -> list:
         if self.xload == 3:

@@ -1,14 +1,15 @@
 """The direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`) off the GPU: what it
-claims is in its SASS. No shared memory and no barrier in the GEMM; its main loop (two
-super-blocks per trip) holds the instructions the design counts and not many more: per
+claims is in its SASS. No CTA barrier in the GEMM (and, with the register prefetch, no shared
+memory); its main loop holds the instructions the design counts and not many more: per
 super-block and warp 32 HMMA (4 chunks x 4 k16 steps x 2 token halves), 64 HFMA2 (one per weight
-pair: w = fma(q, sw, -mn)), and about 400 in all, against ~790 per 256 k for the 16-token wgmma
-kernel's consumer warps and producer (perf log run 29)."""
+pair: w = fma(q, sw, -mn)), and about 400-450 in all, against ~790 per 256 k for the 16-token
+wgmma kernel's consumer warps and producer (perf log run 29)."""
 import pytest
 
 from kernels import mmq_direct, nvcc
 
-DEFAULT = mmq_direct.heuristic_params(16)
+DEFAULT = mmq_direct.heuristic_params(16)  # a per-warp ring
+REGISTER_PREFETCH = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "RING": 0}
 
 
 @pytest.fixture(scope="module")
@@ -16,20 +17,28 @@ def default_build():
     return mmq_direct.FAMILY.compile_only(DEFAULT, "q4_K")
 
 
-def test_the_default_compiles_without_spills(default_build):
+@pytest.fixture(scope="module")
+def register_build():
+    return mmq_direct.FAMILY.compile_only(REGISTER_PREFETCH, "q4_K")
+
+
+def test_the_default_compiles_without_spills_or_barriers(default_build):
     summary = default_build.summary([mmq_direct.FAMILY.kernel_name, mmq_direct.FAMILY.reduce_name])
     assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0
-    assert summary["kernels"][mmq_direct.FAMILY.kernel_name]["smem_static_bytes"] == 0
-
-
-def test_the_gemm_uses_no_shared_memory_and_no_barrier(default_build):
+    assert summary["kernels"][mmq_direct.FAMILY.kernel_name]["smem_static_bytes"] == 0  # the ring is dynamic
     ops = nvcc.sass_opcodes(default_build.sass, mmq_direct.FAMILY.kernel_name)
+    assert ops["HMMA"] > 0 and ops["LDGSTS"] > 0
+    assert not {op for op in ops if op.startswith(("BAR", "SYNCS"))}, ops
+
+
+def test_the_register_prefetch_uses_no_shared_memory(register_build):
+    ops = nvcc.sass_opcodes(register_build.sass, mmq_direct.FAMILY.kernel_name)
     assert ops["HMMA"] > 0
-    assert not {op for op in ops if op.startswith(("LDS", "STS", "BAR", "SYNCS", "LDSM"))}, ops
+    assert not {op for op in ops if op.startswith(("LDS", "STS", "BAR", "SYNCS", "LDSM", "LDGSTS"))}, ops
 
 
-def test_the_main_loop_holds_the_counted_instructions(default_build):
-    before, after = nvcc.sass_main_loop(default_build.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+def test_the_register_prefetch_loop_holds_the_counted_instructions(register_build):
+    before, after = nvcc.sass_main_loop(register_build.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
     loop = before + after
     per_sb = {op: n / 2 for op, n in loop.items()}  # the loop multiplies two super-blocks per trip
     assert per_sb["HMMA"] == 32 and per_sb["HFMA2"] == 64
@@ -91,3 +100,34 @@ def test_invalid_configurations_say_why(params, qtype, words):
 
 def test_a_valid_configuration_has_no_reason():
     assert mmq_direct.invalid_reason(DEFAULT, "q4_K") is None
+
+
+@pytest.mark.parametrize("pdl", [0, 1, 2])
+@pytest.mark.parametrize("x16_input", [0, 1])
+def test_the_launcher_grid_split_and_dependent_launches(pdl, x16_input):
+    """On a RecordingDevice: grid (row tiles, K splits, token tiles of 16), the split chosen to fill
+    one wave of 4 CTAs per SM, the pass (not with f16 input), the GEMM a dependent of the pass
+    (PDL >= 1, where there is one) and the reduce a dependent of the GEMM (PDL 2)."""
+    import numpy as np
+
+    from kernels import quant
+    from kernels.family import Problem, Variant, Workload
+    from tests.recording_device import RecordingDevice
+
+    M, K, T = 4096, 14336, 20
+    rng = np.random.default_rng(pdl)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    family = mmq_direct.FAMILY
+    p = family.complete({**DEFAULT, "PDL": pdl})
+    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 114}, None)
+    device = RecordingDevice()
+    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
+              "reduce": device.kernel("reduce"), "module": device}
+    bound = family.make_bound(device, variant, handle, problem)
+    assert bound.grid == (M // 64, bound.splitk, 2) and bound.splitk == 4  # 64 x 2 tiles, 528 slots
+    bound.run()
+    names = [name for name, *_ in device.launches]
+    gemm = "mmq_direct_gemm (dependent)" if pdl and not x16_input else "gemm"
+    want = ([] if x16_input else ["f32_to_f16"]) + [gemm, "mmq_direct_splitk_reduce (dependent)" if pdl == 2 else "reduce"]
+    assert names == want
