@@ -241,16 +241,18 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     const int tok = blockIdx.z * 16 + g;  // B columns: tokens tok and tok + 8 (past T: the last, stored nowhere)
     float acc[MT][2][4] = {};
     Chunk xn;
-    const __half* xp[2];
+    const __half* xp[2] = {X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t,
+                           X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t};
+    auto start_activations = [&] {  // after the first weights are requested: they do not depend on the pass
+        if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
+        if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+    };
     if constexpr (RING == 0) {
         const uint8_t* rows[2] = {W + static_cast<long long>(min(row, M - 1)) * row_bytes + sb_begin * kBlockBytes,
                                   W + static_cast<long long>(min(row + 8, M - 1)) * row_bytes + sb_begin * kBlockBytes};
         Rows ra, rb;
-        load_rows(ra, rows, t);  // before the wait: weights do not depend on the pass
-        if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
-        xp[0] = X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t;
-        xp[1] = X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t;
-        if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+        load_rows(ra, rows, t);
+        start_activations();
         for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
             rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 1 < sb_end) load_rows(rb, rows, t);
@@ -276,10 +278,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
             base += kBlockBytes;
         }
-        if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
-        xp[0] = X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t;
-        xp[1] = X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t;
-        if constexpr (XAHEAD) load_chunk(xn, xp, 0);
+        start_activations();
         int slot = 0, fill = RING - 1;
         for (int sb = sb_begin; sb < sb_end; ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
