@@ -37,3 +37,17 @@ class RecordingDevice:
     def tensor_map_f16(self, buf, rows: int, cols: int, box_rows: int, box_cols: int):
         self.tensor_maps.append((buf.ptr, rows, cols, box_rows, box_cols))
         return self._buffer(np.zeros(128, np.uint8))
+
+
+def recorded_bound(family, params: dict, problem, registers: int = 128, **launch_params):
+    """(device, bound): `family`'s Bound for `problem` on a RecordingDevice; `params` completed by the
+    family, launch-time parameters (X16_INPUT=1, ...) added to the variant's as given."""
+    from kernels.family import Variant
+
+    qtype = problem.workload.qtype
+    p = family.complete(params)
+    variant = Variant(family.name, {**p, **launch_params}, qtype, "", {"registers": registers}, None)
+    device = RecordingDevice()
+    handle = {"smem": family.smem(p, qtype), "threads": family.threads(p), "gemm": device.kernel("gemm"),
+              "reduce": device.kernel("reduce"), "module": device}
+    return device, family.make_bound(device, variant, handle, problem)

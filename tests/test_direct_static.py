@@ -111,20 +111,14 @@ def test_the_launcher_grid_split_and_dependent_launches(pdl, x16_input):
     import numpy as np
 
     from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
 
     M, K, T = 4096, 14336, 20
     rng = np.random.default_rng(pdl)
     problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
                       rng.standard_normal((T, K)).astype(np.float32))
-    family = mmq_direct.FAMILY
-    p = family.complete({**DEFAULT, "PDL": pdl})
-    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 114}, None)
-    device = RecordingDevice()
-    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
-              "reduce": device.kernel("reduce"), "module": device}
-    bound = family.make_bound(device, variant, handle, problem)
+    device, bound = recorded_bound(mmq_direct.FAMILY, {**DEFAULT, "PDL": pdl}, problem, 114, X16_INPUT=x16_input)
     assert bound.grid == (M // 64, bound.splitk, 2) and bound.splitk == 4  # 64 x 2 tiles, 528 slots
     bound.run()
     names = [name for name, *_ in device.launches]

@@ -14,10 +14,10 @@ import pytest
 import experiments
 from gates.static import DEFAULT_SMEM_OPTIN
 from kernels import mmq_base, mmq_fused_quant, nvcc, quant
-from kernels.family import Problem, Variant, Workload
+from kernels.family import Problem, Workload
 from kernels.quant.q8_1 import float32_to_bf16_bits
 from tests.cuda_cases import TYPES, needs_nvcc
-from tests.recording_device import RecordingDevice
+from tests.recording_device import recorded_bound
 
 ARCH = "sm_90"
 SMEM_HARNESS = Path(__file__).resolve().parent / "cuda" / "mmq_smem_host.cu"
@@ -76,19 +76,13 @@ def test_run_launches_the_gemm_alone_on_the_float_rows(xbf16):
     x = rng.standard_normal((T, K)).astype(np.float32)
     problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").quantize(rng.standard_normal((M, K))
                                                                                .astype(np.float32)), x)
-    family = mmq_fused_quant.FAMILY
-    params = family.complete({"XBF16": xbf16, "SPLITK": 1})
-    variant = Variant(family.name, params, "q4_K", "", {"registers": 100}, None)
-    device = RecordingDevice()
-    handle = {"smem": family.smem(params, "q4_K"), "threads": family.threads(params),
-              "gemm": device.kernel("gemm"), "reduce": device.kernel("reduce")}
-    bound = family.make_bound(device, variant, handle, problem)
+    device, bound = recorded_bound(mmq_fused_quant.FAMILY, {"XBF16": xbf16, "SPLITK": 1}, problem, 100)
     bound.run()
     bound.run()  # the second run reads the next rotation copy
     assert [name for name, *_ in device.launches] == ["gemm", "gemm"]  # no quantize pass, no reduction
     assert bound.scratch == []
     for i, (_, grid, block, args, smem) in enumerate(device.launches):
-        assert grid == (1, 1, 1) and block == (128, 1, 1) and smem == handle["smem"]
+        assert grid == (1, 1, 1) and block == (128, 1, 1) and smem == bound.smem
         # mmq_gemm(W, x, C, M, T, K, row_bytes) of mmq.cu with FUSEQ=1
         assert args[:3] == (bound.w[i].ptr, bound.x[i].ptr, bound.out.ptr)
         assert [int(a) for a in args[3:]] == [M, T, K, problem.w_packed.shape[1]]

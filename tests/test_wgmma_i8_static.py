@@ -125,21 +125,15 @@ def test_tiled_model_places_every_byte_where_the_kernel_reads_it():
 def test_bound_runs_the_tiled_pass_then_the_gemm():
     """The Bound's launches on a recording stand-in device: the tiled quantize pass over whole token
     tiles into the two scratch buffers, then the GEMM with (W, Xq, Xs, C, M, T, K, row_bytes)."""
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
 
     M, K, T = 40, 512, 21
     rng = np.random.default_rng(5)
     problem = Problem(Workload("q4_K", M, K, T),
                       quant.get("q4_K").quantize(rng.standard_normal((M, K)).astype(np.float32)),
                       rng.standard_normal((T, K)).astype(np.float32))
-    family = mmq_wgmma_i8.FAMILY
-    p = family.complete({"BM": 128, "BN": 16})
-    variant = Variant(family.name, p, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
-              "reduce": device.kernel("reduce"), "module": device}
-    bound = family.make_bound(device, variant, handle, problem)
+    device, bound = recorded_bound(mmq_wgmma_i8.FAMILY, {"BM": 128, "BN": 16}, problem, 168)
     bound.splitk, bound.partial = 1, None
     bound.run()
     (pname, pgrid, pblock, pargs, _), (gname, ggrid, gblock, gargs, gsmem) = device.launches
@@ -149,6 +143,6 @@ def test_bound_runs_the_tiled_pass_then_the_gemm():
     assert pargs[0] == bound.x[0].ptr and pargs[1:3] == (q.ptr, s.ptr) and [int(a) for a in pargs[3:]] == [T, K]
     assert q.array.shape == (32, K) and q.array.dtype == np.int8  # whole 16-token tiles
     assert s.array.nbytes == 32 * (K // 32) * 8  # (d, d s) per token and block
-    assert gname == "gemm" and ggrid == (2, 1, 1) and gblock == (384, 1, 1) and gsmem == handle["smem"]
+    assert gname == "gemm" and ggrid == (2, 1, 1) and gblock == (384, 1, 1) and gsmem == bound.smem
     assert gargs[0] == bound.w[0].ptr and gargs[1:3] == (q.ptr, s.ptr) and gargs[3] == bound.out.ptr
     assert [int(a) for a in gargs[4:]] == [M, T, K, problem.w_packed.shape[1]]

@@ -16,19 +16,14 @@ def recorded_bound(params: dict, M: int, K: int, T: int, seed: int, x16_input: i
     """(device, problem, bound): the launcher of a q4_K problem on a RecordingDevice, which
     records launches and TMA maps instead of running them."""
     from kernels import quant
-    from kernels.family import Problem, Variant, Workload
-    from tests.recording_device import RecordingDevice
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound as record
 
     rng = np.random.default_rng(seed)
     problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
                       rng.standard_normal((T, K)).astype(np.float32))
-    family = mmq_wgmma.FAMILY
-    p = family.complete(params)
-    variant = Variant(family.name, {**p, "X16_INPUT": x16_input}, "q4_K", "", {"registers": 168}, None)
-    device = RecordingDevice()
-    handle = {"smem": family.smem(p, "q4_K"), "threads": family.threads(p), "gemm": device.kernel("gemm"),
-              "reduce": device.kernel("reduce"), "module": device}
-    return device, problem, family.make_bound(device, variant, handle, problem)
+    device, bound = record(mmq_wgmma.FAMILY, params, problem, 168, X16_INPUT=x16_input)
+    return device, problem, bound
 
 
 def test_generated_header_is_current():
