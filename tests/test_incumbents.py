@@ -19,12 +19,17 @@ def test_without_champions_the_incumbent_is_the_per_t_heuristic(tmp_path):
     assert specs[large_q6.label()].params["RESCALE"] == 1  # per type: q6_K's large tile folds its rescale
 
 
+def anchor_workloads(*Ts: int) -> list:
+    """q4_K workloads of the llama.cpp anchor shape (4096x14336), one per T."""
+    return workloads.Suite("x", workloads.grid([(4096, 14336)], list(Ts)), "parity").workloads(["q4_K"])
+
+
 def test_a_champion_replaces_the_heuristic_and_a_family_without_one_uses_defaults(tmp_path):
     path = tmp_path / "champions.json"
     champ = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 2}
     champions.promote("mmq_base", champions.key("q4_K", "sm_90", "tiny"),
                       {"family": "mmq_base", "params": champ, "mlflow_run_id": "r"}, path)
-    w16, w64 = workloads.Suite("x", workloads.grid([(4096, 14336)], [16, 64]), "parity").workloads(["q4_K"])
+    w16, w64 = anchor_workloads(16, 64)
     specs = incumbents.resolve(PERSISTENT, [w16, w64], "sm_90", path)
     assert (specs[w16.label()].origin, specs[w16.label()].params) == ("champion", champ)
     assert specs[w64.label()].origin == "heuristic"
@@ -42,7 +47,7 @@ def test_a_lever_with_its_own_champion_must_beat_it(tmp_path):
     champions.promote("mmq_base", tiny, {"family": "mmq_base", "params": base, "mlflow_run_id": "b"}, path)
     champions.promote("persistent_queue", tiny, {"family": "mmq_persistent", "params": mine, "mlflow_run_id": "p"},
                       path)
-    w16, w64 = workloads.Suite("x", workloads.grid([(4096, 14336)], [16, 64]), "parity").workloads(["q4_K"])
+    w16, w64 = anchor_workloads(16, 64)
     specs = incumbents.resolve(PERSISTENT, [w16, w64], "sm_90", path)
     assert (specs[w16.label()].lever, specs[w16.label()].family, specs[w16.label()].origin) == \
         ("persistent_queue", "mmq_persistent", "defending")
@@ -57,7 +62,7 @@ def test_the_large_champion_defends_the_huge_regime_until_it_has_its_own(tmp_pat
     large = {"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 2}
     champions.promote("persistent_queue", champions.key("q4_K", "sm_90", "large"),
                       {"family": "mmq_persistent", "params": large, "mlflow_run_id": "l"}, path)
-    w1024, w4096 = workloads.Suite("x", workloads.grid([(4096, 14336)], [1024, 4096]), "parity").workloads(["q4_K"])
+    w1024, w4096 = anchor_workloads(1024, 4096)
     specs = incumbents.resolve(PERSISTENT, [w1024, w4096], "sm_90", path)
     assert all((specs[w.label()].origin, specs[w.label()].params) == ("defending", large) for w in (w1024, w4096))
     huge = {**large, "STAGES": 1}

@@ -12,6 +12,14 @@ from kernels import wgmma_header as gen_wgmma_header
 from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT, RASTER
 
 
+H200 = {"smem_per_block_optin": 227 * 1024}
+
+
+def why_not(params: dict, qtype: str = "q4_K") -> str | None:
+    """mmq_wgmma.invalid_reason on the H200's shared memory: None, or why the configuration is refused."""
+    return mmq_wgmma.invalid_reason(params, qtype, H200)
+
+
 def recorded_bound(params: dict, M: int, K: int, T: int, seed: int, x16_input: int = 0):
     """(device, problem, bound): the launcher of a q4_K problem on a RecordingDevice, which
     records launches and TMA maps instead of running them."""
@@ -89,26 +97,25 @@ def test_activations_arrive_by_the_copy_engine(qtype, xload, op):
 
 
 def test_invalid_configurations_say_why():
-    info = {"smem_per_block_optin": 227 * 1024}
-    assert "wgmma N" in mmq_wgmma.invalid_reason({"BN": 100}, "q4_K", info)
-    assert "STAGES" in mmq_wgmma.invalid_reason({"STAGES": 2}, "q4_K", info)
-    assert "warpgroups" in mmq_wgmma.invalid_reason({"BM": 256}, "q4_K", info)
-    assert "shared memory" in mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q8_0", info)
-    assert mmq_wgmma.invalid_reason({"BM": 128, "BN": 256, "STAGES": 4}, "q4_K", info) is None
-    assert "ABUF" in mmq_wgmma.invalid_reason({"ABUF": 3}, "q4_K", info)  # 3 chunks only for WS=1
-    assert mmq_wgmma.invalid_reason({"ABUF": 3, "WS": 1}, "q4_K", info) is None
-    assert "WS" in mmq_wgmma.invalid_reason({"WS": 2}, "q4_K", info)
-    assert "RAW" in mmq_wgmma.invalid_reason({"AREG": 1, "RAW": 9}, "q4_K", info)
-    assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "BN": 16, "STAGES": 17}, "q4_K", info)
-    assert mmq_wgmma.invalid_reason({"AREG": 1, "BN": 16, "STAGES": 16, "RAW": 8}, "q4_K", info) is None
-    assert "STAGES" in mmq_wgmma.invalid_reason({"STAGES": 6}, "q4_K", info)  # deep rings: register-A only
-    assert "XLOAD" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 4}, "q4_K", info)
-    assert "X16_INPUT" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 1, "X16_INPUT": 1}, "q4_K", info)
-    assert mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 2, "X16_INPUT": 1}, "q4_K", info) is None
-    assert "BN=32 > 16" in mmq_wgmma.invalid_reason({"AREG": 1, "XLOAD": 3, "BN": 32}, "q4_K", info)
+    assert "wgmma N" in why_not({"BN": 100})
+    assert "STAGES" in why_not({"STAGES": 2})
+    assert "warpgroups" in why_not({"BM": 256})
+    assert "shared memory" in why_not({"BM": 128, "BN": 256, "STAGES": 4}, "q8_0")
+    assert why_not({"BM": 128, "BN": 256, "STAGES": 4}) is None
+    assert "ABUF" in why_not({"ABUF": 3})  # 3 chunks only for WS=1
+    assert why_not({"ABUF": 3, "WS": 1}) is None
+    assert "WS" in why_not({"WS": 2})
+    assert "RAW" in why_not({"AREG": 1, "RAW": 9})
+    assert "STAGES" in why_not({"AREG": 1, "BN": 16, "STAGES": 17})
+    assert why_not({"AREG": 1, "BN": 16, "STAGES": 16, "RAW": 8}) is None
+    assert "STAGES" in why_not({"STAGES": 6})  # deep rings: register-A only
+    assert "XLOAD" in why_not({"AREG": 1, "XLOAD": 4})
+    assert "X16_INPUT" in why_not({"AREG": 1, "XLOAD": 1, "X16_INPUT": 1})
+    assert why_not({"AREG": 1, "XLOAD": 2, "X16_INPUT": 1}) is None
+    assert "BN=32 > 16" in why_not({"AREG": 1, "XLOAD": 3, "BN": 32})
     assert mmq_wgmma.full_params({"XLOAD": 1})["XLOAD"] == 0  # only the register-A kernel tiles
-    assert "STAGES" in mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 1}, "q4_K", info)
-    assert mmq_wgmma.invalid_reason({"AREG": 1, "STAGES": 2}, "q4_K", info) is None
+    assert "STAGES" in why_not({"AREG": 1, "STAGES": 1})
+    assert why_not({"AREG": 1, "STAGES": 2}) is None
     with pytest.raises(ValueError, match="Hopper"):
         mmq_wgmma.FAMILY.target_arch("sm_80")
 
@@ -192,15 +199,13 @@ def test_a_cluster_split_launches_one_kernel_with_the_cluster_along_k(cluster):
 
 
 def test_cluster_configurations_say_why_not():
-    info = {"smem_per_block_optin": 227 * 1024}
-    inv = mmq_wgmma.invalid_reason
-    assert "CLUSTER=3" in inv({"AREG": 1, "CLUSTER": 3}, "q4_K", info)
-    assert "register-A" in inv({"CLUSTER": 2}, "q4_K", info)
-    assert "the cluster is the split" in inv({"AREG": 1, "CLUSTER": 2, "SPLITK": 4}, "q4_K", info)
-    assert inv({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}, "q4_K", info) is None
-    assert "q6_K" in inv({"AREG": 1, "BN": 16, "CLUSTER": 4}, "q6_K", info)  # failed parity on the H200
+    assert "CLUSTER=3" in why_not({"AREG": 1, "CLUSTER": 3})
+    assert "register-A" in why_not({"CLUSTER": 2})
+    assert "the cluster is the split" in why_not({"AREG": 1, "CLUSTER": 2, "SPLITK": 4})
+    assert why_not({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}) is None
+    assert "q6_K" in why_not({"AREG": 1, "BN": 16, "CLUSTER": 4}, "q6_K")  # failed parity on the H200
     # BN=256 at BM=128: 128 KB of partial sums, 2 x 32 KB ring + 2 x 18 KB raw slots hold 100 KB
-    assert "partial sums" in inv({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 2, "RAW": 2, "CLUSTER": 2}, "q4_K", info)
+    assert "partial sums" in why_not({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 2, "RAW": 2, "CLUSTER": 2})
 
 
 @pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q8_0"])
@@ -231,14 +236,12 @@ def test_multicast_rounds_the_grid_to_whole_clusters_and_maps_a_share(mcast, xlo
 
 
 def test_multicast_configurations_say_why_not():
-    info = {"smem_per_block_optin": 227 * 1024}
-    inv = mmq_wgmma.invalid_reason
-    assert "MCAST=3" in inv({"AREG": 1, "XLOAD": 1, "MCAST": 3}, "q4_K", info)
-    assert "XLOAD=3" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "MCAST": 2}, "q4_K", info)
-    assert "AREG=1" in inv({"XLOAD": 1, "MCAST": 2}, "q4_K", info)
-    assert "either splits K" in inv({"AREG": 1, "BN": 64, "XLOAD": 2, "MCAST": 2, "CLUSTER": 2}, "q4_K", info)
-    assert "8-token" in inv({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 4}, "q4_K", info)
-    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 2}, "q4_K", info) is None
+    assert "MCAST=3" in why_not({"AREG": 1, "XLOAD": 1, "MCAST": 3})
+    assert "XLOAD=3" in why_not({"AREG": 1, "BN": 16, "XLOAD": 3, "MCAST": 2})
+    assert "AREG=1" in why_not({"XLOAD": 1, "MCAST": 2})
+    assert "either splits K" in why_not({"AREG": 1, "BN": 64, "XLOAD": 2, "MCAST": 2, "CLUSTER": 2})
+    assert "8-token" in why_not({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 4})
+    assert why_not({"AREG": 1, "BN": 16, "XLOAD": 2, "MCAST": 2}) is None
 
 
 @pytest.mark.parametrize("xload, copy", [(1, "UBLKCP.S.G.MULTICAST"), (2, "UTMALDG.2D.MULTICAST")])
@@ -280,14 +283,12 @@ def test_pdl_2_without_a_pass_makes_only_the_reduce_dependent():
 
 
 def test_dependent_launch_configurations_say_why_not():
-    info = {"smem_per_block_optin": 227 * 1024}
-    inv = mmq_wgmma.invalid_reason
-    assert "PDL=3" in inv({"AREG": 1, "PDL": 3}, "q4_K", info)
-    assert "XLOAD 0-2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 1}, "q4_K", info)
-    assert "XLOAD 0-2" in inv({"PDL": 1}, "q4_K", info)
-    assert inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 2}, "q4_K", info) is None  # the reduce only
-    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 1}, "q4_K", info) is None
-    assert inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 2}, "q4_K", info) is None
+    assert "PDL=3" in why_not({"AREG": 1, "PDL": 3})
+    assert "XLOAD 0-2" in why_not({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 1})
+    assert "XLOAD 0-2" in why_not({"PDL": 1})
+    assert why_not({"AREG": 1, "BN": 16, "XLOAD": 3, "PDL": 2}) is None  # the reduce only
+    assert why_not({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 1}) is None
+    assert why_not({"AREG": 1, "BN": 16, "XLOAD": 2, "PDL": 2}) is None
 
 
 def test_dependent_launch_waits_in_the_gemm_and_releases_in_the_pass():
@@ -375,14 +376,12 @@ def test_persistent_ctas_fill_the_sms_once_where_the_tiles_do(M, T, grid):
 
 
 def test_persistent_configurations_say_why_not():
-    info = {"smem_per_block_optin": 227 * 1024}
-    inv = mmq_wgmma.invalid_reason
-    assert "PERSIST=2" in inv({"AREG": 1, "XLOAD": 1, "PERSIST": 2}, "q4_K", info)
-    assert "XLOAD 1 or 2" in inv({"AREG": 1, "BN": 16, "XLOAD": 3, "PERSIST": 1}, "q4_K", info)
-    assert "XLOAD 1 or 2" in inv({"PERSIST": 1}, "q4_K", info)
-    assert "no CLUSTER" in inv({"AREG": 1, "BN": 16, "XLOAD": 2, "PERSIST": 1, "CLUSTER": 2}, "q4_K", info)
-    assert "no CLUSTER" in inv({"AREG": 1, "BN": 64, "XLOAD": 2, "PERSIST": 1, "MCAST": 2}, "q4_K", info)
-    assert inv({"AREG": 1, "BN": 256, "XLOAD": 1, "PERSIST": 1}, "q4_K", info) is None
+    assert "PERSIST=2" in why_not({"AREG": 1, "XLOAD": 1, "PERSIST": 2})
+    assert "XLOAD 1 or 2" in why_not({"AREG": 1, "BN": 16, "XLOAD": 3, "PERSIST": 1})
+    assert "XLOAD 1 or 2" in why_not({"PERSIST": 1})
+    assert "no CLUSTER" in why_not({"AREG": 1, "BN": 16, "XLOAD": 2, "PERSIST": 1, "CLUSTER": 2})
+    assert "no CLUSTER" in why_not({"AREG": 1, "BN": 64, "XLOAD": 2, "PERSIST": 1, "MCAST": 2})
+    assert why_not({"AREG": 1, "BN": 256, "XLOAD": 1, "PERSIST": 1}) is None
 
 
 def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
@@ -415,9 +414,7 @@ def test_raster_launches_weight_row_tiles_along_x(persist):
 
 
 def test_raster_configurations_say_why_not():
-    info = {"smem_per_block_optin": 227 * 1024}
-    inv = mmq_wgmma.invalid_reason
-    assert "RASTER=2" in inv({"AREG": 1, "XLOAD": 1, "RASTER": 2}, "q4_K", info)
-    assert "no MCAST" in inv({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2}, "q4_K", info)
-    assert "register-A" in inv({"RASTER": 1}, "q4_K", info)
-    assert inv({"AREG": 1, "BN": 256, "XLOAD": 1, "RASTER": 1}, "q4_K", info) is None
+    assert "RASTER=2" in why_not({"AREG": 1, "XLOAD": 1, "RASTER": 2})
+    assert "no MCAST" in why_not({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2})
+    assert "register-A" in why_not({"RASTER": 1})
+    assert why_not({"AREG": 1, "BN": 256, "XLOAD": 1, "RASTER": 1}) is None
