@@ -5,14 +5,21 @@ straight from the f16 rows; no producer warp, no CTA barrier. Meant for few toke
 tile per CTA column), where the register-A wgmma kernel is bound by instruction issue (perf log
 run 29); runs 32-37 measured it.
 
-Parameters: WARPS (16 MT weight rows each per CTA; MT 2: two m16 tiles per warp share each activation
-fragment, ring only), MIN_BLOCKS (CTAs per SM the registers are
-capped for), PDL (1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads
-its first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too),
-RING (0: each thread prefetches the next super-block of its two rows into registers; 2..8:
-each warp keeps a cp.async ring of RING super-blocks of its rows in shared memory, RING - 1 of
-them in flight; L2PF 1: those copies ask L2 for the surrounding 256 bytes), SPLITK (0: chosen at launch to fill one wave). The activation format is the f16 path's
-(kernels/mmq_f16.py: the timed pass, or f16 rows with X16_INPUT=1).
+Parameters (compile time unless said):
+  WARPS       warps per CTA, 16 MT weight rows each
+  MT          m16 tiles per warp: 1, or 2 (32 rows share each activation fragment; RING only)
+  MIN_BLOCKS  CTAs per SM the registers are capped for
+  XAHEAD      when a chunk's activations are loaded: 0 as it starts, 1 a chunk ahead, 2 each half
+              two k16 steps ahead
+  RING        0: each thread prefetches the next super-block of its two rows into registers;
+              2..8: each warp keeps a cp.async ring of RING super-blocks of its rows in shared
+              memory, RING - 1 of them in flight
+  L2PF        1: the ring's copies ask L2 for the surrounding 256 bytes
+  PDL         1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads its
+              first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too
+  SPLITK      launch time; 0: chosen to fill one wave
+The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
+X16_INPUT=1).
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 ro
 
 
 def full_params(params: dict) -> dict:
-    """With the derived tile: BM = 16 rows per warp, BN = the 16-token tile (what the split-K
+    """With the derived tile: BM = 16 MT rows per warp times WARPS, BN = the 16-token tile (what the split-K
     choice and the reports read)."""
     p = {**DEFAULTS, **params}
     return {**p, "BM": 16 * p["MT"] * p["WARPS"], "BN": TOKEN_TILE}

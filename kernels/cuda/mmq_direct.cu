@@ -167,11 +167,8 @@ __device__ __forceinline__ void load_half(uint4 (&h)[2], const __half* const (&x
 }
 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-        x.lo[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off));
-        x.hi[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off + 32));
-    }
+    load_half(x.lo, xp, off);
+    load_half(x.hi, xp, off + 32);
 }
 
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
