@@ -6,7 +6,8 @@ rows: no producer, no CTA barrier, so the issue slots that bound the 16-token wg
 dequant (runs 32-37: ~106 per 64-k step). Searched: warps per CTA, CTAs per SM the registers are capped for, whether
 a chunk's activations are loaded a chunk ahead (16 registers), how the next weights are fetched
 (RING: into registers a super-block ahead, or a per-warp cp.async ring of 2-8 super-blocks in
-shared memory: run 32 found the register prefetch waiting on DRAM), and whether the GEMM (PDL 1) and
+shared memory: run 32 found the register prefetch waiting on DRAM), whether the CTA stages its K range's
+activations in shared memory once (XSHARED; run 36 found 44 % of the activation loads missing L1), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -24,6 +25,7 @@ LEVER = Lever(
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
         "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
         "MT": [1, 2],  # m16 tiles per warp (2: 32 rows share each activation fragment; with a RING)
+        "XSHARED": [0, 2, 4, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks)
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

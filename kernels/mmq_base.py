@@ -219,8 +219,7 @@ class MMQBound:
         self.device, self.handle, self.wl = device, handle, wl
         p = variant.params
         self.smem = handle["smem"]
-        self.splitk = choose_splitk(p, self.smem, wl.M, wl.T, wl.K, device.info,
-                                    variant.resources.get("registers", 128), handle["threads"])
+        self.splitk = self.choose_split(p, variant.resources.get("registers", 128), handle["threads"])
         self.row_bytes = problem.w_packed.shape[1]
         w = np.concatenate([problem.w_packed.reshape(-1), np.zeros(WEIGHT_PAD, np.uint8)])
         n = rotation_copies(device.info.get("l2_bytes"), w.nbytes + problem.x.nbytes)
@@ -235,6 +234,11 @@ class MMQBound:
         # (the wgmma family's may be programmatic dependent launches)
         self.gemm, self.reduce = handle["gemm"], handle.get("reduce")
         self.i = 0
+
+    def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
+        """How many ways the GEMM splits K for this problem (a family with limits of its own narrows it)."""
+        wl = self.wl
+        return choose_splitk(params, self.smem, wl.M, wl.T, wl.K, self.device.info, registers, n_threads)
 
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
     def host_activation(self, x: np.ndarray) -> np.ndarray:

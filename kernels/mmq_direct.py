@@ -15,6 +15,9 @@ Parameters (compile time unless said):
               2..8: each warp keeps a cp.async ring of RING super-blocks of its rows in shared
               memory, RING - 1 of them in flight
   L2PF        1: the ring's copies ask L2 for the surrounding 256 bytes
+  XSHARED     0: each warp reads its activations from global memory (through L1); n >= 1: the CTA copies
+              the activations of its K range, at most n super-blocks, into shared memory once (with a
+              RING and XAHEAD 0), and K is split at least ceil(super-blocks / n) ways
   PDL         1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads its
               first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too
   SPLITK      launch time; 0: chosen to fill one wave
@@ -30,10 +33,12 @@ from kernels import mmq_base, mmq_f16
 MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
 TOKEN_TILE = 16
 QTYPES = ("q4_K",)
-WARP_COUNTS = (2, 4, 6, 8, 12, 16)
-DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT")
+WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
+DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
+            "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
+X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
 
 
 def full_params(params: dict) -> dict:
@@ -44,9 +49,17 @@ def full_params(params: dict) -> dict:
 
 
 def smem_bytes(params: dict) -> int:
-    """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring."""
+    """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring, and with
+    XSHARED the CTA's 16 token rows of XSHARED super-blocks (512 bytes each, padded)."""
     p = full_params(params)
-    return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES
+    staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD) if p["XSHARED"] else 0
+    return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES + staged
+
+
+def min_split(params: dict, K: int) -> int:
+    """The fewest K splits under which each CTA's range of super-blocks fits its staged activations."""
+    xshared = full_params(params)["XSHARED"]
+    return -(-(K // 256) // xshared) if xshared else 1
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -63,6 +76,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"MT={p['MT']}: 1, or 2 (32 rows per warp) with a RING"
     if p["RING"] == 1 or not 0 <= p["RING"] <= 8:
         return f"RING={p['RING']} is not 0 (register prefetch) or 2..8 super-blocks"
+    if not 0 <= p["XSHARED"] <= 16 or (p["XSHARED"] and (not p["RING"] or p["XAHEAD"])):
+        return f"XSHARED={p['XSHARED']}: 0, or 1..16 super-blocks with a RING and XAHEAD 0"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
@@ -72,6 +87,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
 
 class DirectBound(mmq_f16.F16Bound):
     """Grid (row tiles, K splits, token tiles of 16); the f16 path's activations."""
+
+    def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
+        """At least the split under which a CTA's staged activations (XSHARED) hold its whole K range."""
+        return max(super().choose_split(params, registers, n_threads), min_split(params, self.wl.K))
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         super().__init__(device, variant, handle, problem)

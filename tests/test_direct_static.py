@@ -74,6 +74,23 @@ def test_two_m_tiles_per_warp_share_the_activation_loads():
     assert mmq_direct.full_params({"WARPS": 4, "MT": 2})["BM"] == 128
 
 
+def test_shared_activations_are_read_from_shared_memory_after_one_barrier():
+    """XSHARED: the CTA copies its K range's activations into shared memory once (cp.async), so the loop's
+    16 activation vectors per super-block are shared loads (LDS.128) and it has no global load left; the one
+    CTA barrier (its first super-block, after the copies land) is the kernel's only one."""
+    params = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 7}
+    built = mmq_direct.FAMILY.compile_only(params, "q4_K")
+    assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+    loop = before + after
+    assert loop["HMMA"] == 32 and loop["HFMA2"] == 64 and loop["LDGSTS"] == 5 and "LDG" not in loop
+    sass = nvcc.sass_functions(built.sass)[mmq_direct.FAMILY.kernel_name]
+    assert sass.count("LDS.128") >= 16
+    assert sass.count("BAR.SYNC") == 1, [line for line in sass.splitlines() if "BAR" in line]
+    assert sum(loop.values()) <= 430, sorted(loop.items())
+    assert mmq_direct.smem_bytes(params) == 8 * 2 * 16 * 144 + 16 * (7 * 512 + 64)
+
+
 @pytest.mark.parametrize("params", [{"WARPS": 8, "MIN_BLOCKS": 1, "XAHEAD": 0}, {"WARPS": 4, "MIN_BLOCKS": 3, "XAHEAD": 0},
                                     {"WARPS": 2, "MIN_BLOCKS": 4, "XAHEAD": 0, "PDL": 1},
                                     {"WARPS": 4, "MIN_BLOCKS": 5, "XAHEAD": 0, "PDL": 2, "RING": 2}])
@@ -93,6 +110,10 @@ def test_other_spill_free_configurations_compile(params):
     ({"MT": 2}, "q4_K", "MT=2"),
     ({"MT": 3, "RING": 2}, "q4_K", "MT=3"),
     ({"RING": 8, "WARPS": 16}, "q4_K", "shared memory"),
+    ({"XSHARED": 4}, "q4_K", "XSHARED=4"),  # the register path has no shared memory to stage into
+    ({"XSHARED": 4, "RING": 2, "XAHEAD": 1}, "q4_K", "XSHARED=4"),
+    ({"XSHARED": 17, "RING": 2, "XAHEAD": 0}, "q4_K", "XSHARED=17"),
+    ({"XSHARED": 16, "RING": 2, "XAHEAD": 0, "WARPS": 24}, "q4_K", "shared memory"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):
     assert words in mmq_direct.invalid_reason(params, qtype)
@@ -125,3 +146,24 @@ def test_the_launcher_grid_split_and_dependent_launches(pdl, x16_input):
     gemm = "mmq_direct_gemm (dependent)" if pdl and not x16_input else "gemm"
     want = ([] if x16_input else ["f32_to_f16"]) + [gemm, "mmq_direct_splitk_reduce (dependent)" if pdl == 2 else "reduce"]
     assert names == want
+
+
+@pytest.mark.parametrize("xshared, splitk, want", [(7, 0, 8), (4, 0, 14), (7, 16, 16), (7, 3, 8), (0, 3, 3)])
+def test_the_split_leaves_each_cta_a_range_its_staged_activations_hold(xshared, splitk, want):
+    """XSHARED = n: K is split at least ceil(super-blocks / n) ways, above the wave-filling choice (8 at
+    4096x14336, T=16, 8 warps x 2 CTAs) or an asked-for SPLITK, never below them."""
+    import numpy as np
+
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 4096, 14336, 16
+    rng = np.random.default_rng(xshared)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    params = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XAHEAD": 0, "XSHARED": xshared, "SPLITK": splitk}
+    _, bound = recorded_bound(mmq_direct.FAMILY, params, problem, 77)
+    assert bound.splitk == want and bound.grid == (M // 128, want, 1)
+    if xshared:
+        assert -(-(K // 256) // want) <= xshared  # the longest range fits the staged rows

@@ -34,6 +34,12 @@ CONFIGS = [
     # 32 rows per warp (MT 2): two m16 tiles share each activation fragment; M = 37, 77, 145 end inside a warp
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "MT": 2},
     {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 2},
+    # activations staged per CTA in shared memory (XSHARED): the split raised so each range fits (K = 6144 at
+    # XSHARED 2: 12 splits over an asked 2), token rows past T, 24 warps, f16 input, 32-row warps
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 7},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 0, "XSHARED": 2, "SPLITK": 2},
+    {"WARPS": 24, "MIN_BLOCKS": 1, "PDL": 0, "RING": 2, "XAHEAD": 0, "XSHARED": 4, "X16_INPUT": 1},
+    {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 2, "RING": 2, "XAHEAD": 0, "MT": 2, "XSHARED": 3},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
@@ -52,7 +58,7 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17, 18, 19, 20, 21])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
     from kernels import mmq_direct

@@ -41,6 +41,12 @@
 #if MT != 1 && (MT != 2 || RING == 0)
 #error "mmq_direct.cu: MT is 1, or 2 with a RING"
 #endif
+#ifndef XSHARED  // 0: each warp reads its activations from global memory (L1); n: the CTA copies its K range's
+#define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once
+#endif
+#if XSHARED && (RING == 0 || XAHEAD != 0)
+#error "mmq_direct.cu: XSHARED needs a RING and XAHEAD 0 (a chunk is read from shared memory as it starts)"
+#endif
 
 namespace direct {
 
@@ -49,7 +55,11 @@ constexpr int kWarpRows = 16 * MT, kThreadRows = 2 * MT;  // a thread's rows: g 
 constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale bytes, 128 qs bytes
 constexpr int kSlotBytes = kWarpRows * kBlockBytes;  // one ring slot: a super-block of a warp's rows
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
-constexpr int kSmemBytes = RING * WARPS * kSlotBytes;
+// XSHARED: 16 token rows of XSHARED super-blocks (512 bytes each); rows sit 64 bytes apart modulo 128, so
+// the two rows a quarter-warp's 16-byte loads read fall on different banks
+constexpr int kXStride = XSHARED * 512 + 64;
+constexpr int kXBytes = XSHARED ? 16 * kXStride : 0;
+constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes;
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
     uint4 head[2];   // d | dmin, scales[0..11]
@@ -163,7 +173,26 @@ struct Chunk {  // a thread's activations for one 64-k chunk: per 8-token half, 
 // g (n = 0) and g + 8; `off` (halves) selects the chunk, a compile-time constant after unrolling
 __device__ __forceinline__ void load_half(uint4 (&h)[2], const __half* const (&xp)[2], int off) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n) h[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off));
+    for (int n = 0; n < 2; ++n) {
+#if XSHARED
+        h[n] = *reinterpret_cast<const uint4*>(xp[n] + off);  // the CTA's staged copy
+#else
+        h[n] = __ldg(reinterpret_cast<const uint4*>(xp[n] + off));
+#endif
+    }
+}
+
+// XSHARED: the CTA copies token rows tok0..tok0+15 (past T: the last row) of super-blocks
+// sb_begin..sb_begin+nsb-1 into xs (one cp.async group); the rows the fragments read are the same
+__device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, int tok0, int T, int K, int sb_begin,
+                                                  int nsb) {
+    const int row_pieces = 32 * nsb;  // 16-byte pieces of one token row's range
+    for (int p = threadIdx.x; p < 16 * row_pieces; p += kThreads) {
+        const int r = p / row_pieces, c = p - r * row_pieces;
+        mmq::cp_async16(xs + r * kXStride + 16 * c,
+                        X + static_cast<long long>(min(tok0 + r, T - 1)) * K + sb_begin * 256 + 8 * c);
+    }
+    mmq::cp_async_commit();
 }
 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
@@ -263,6 +292,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     } else {
         extern __shared__ __align__(16) uint8_t smem[];
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
+        if constexpr (XSHARED > 0) {  // the fragments read the staged rows g and g + 8
+            uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+            if (sb_end - sb_begin > XSHARED) __trap();  // the launcher splits K so that a range fits
+            xp[0] = reinterpret_cast<const __half*>(xs + g * kXStride) + 8 * t;
+            xp[1] = reinterpret_cast<const __half*>(xs + (g + 8) * kXStride) + 8 * t;
+        }
         RingCopies copies;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
 #pragma unroll
@@ -274,8 +309,13 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int s = 0; s < RING - 1; ++s) {
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
             base += kBlockBytes;
+            if (XSHARED && s == 0) {  // its group lands with the first super-block's (the loop's first wait)
+                if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+                stage_activations(smem + RING * WARPS * kSlotBytes, X, blockIdx.z * 16, T, K, sb_begin,
+                                  sb_end - sb_begin);
+            }
         }
-        start_activations();
+        if constexpr (!XSHARED) start_activations();
         int slot = 0, fill = RING - 1;
         for (int sb = sb_begin; sb < sb_end; ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
@@ -284,6 +324,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             fill = fill + 1 == RING ? 0 : fill + 1;
             mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
             __syncwarp();                    // and so have the other lanes' copies of it
+            if (XSHARED && sb == sb_begin) __syncthreads();  // and every thread's activation copies (CTA-uniform)
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
             multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end);
             slot = slot + 1 == RING ? 0 : slot + 1;
