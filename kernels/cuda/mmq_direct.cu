@@ -42,8 +42,8 @@
 #error "mmq_direct.cu: MT is 1, or 2 with a RING"
 #endif
 #ifndef XSHARED  // 0: each warp reads its activations from global memory (L1); n: the CTA copies its K range's
-#define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once
-#endif
+#define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once, by
+#endif             // the bulk-copy engine, one mbarrier per super-block
 #if XSHARED && (RING == 0 || XAHEAD != 0)
 #error "mmq_direct.cu: XSHARED needs a RING and XAHEAD 0 (a chunk is read from shared memory as it starts)"
 #endif
@@ -56,9 +56,10 @@ constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale b
 constexpr int kSlotBytes = kWarpRows * kBlockBytes;  // one ring slot: a super-block of a warp's rows
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 // XSHARED: 16 token rows of XSHARED super-blocks (512 bytes each); rows sit 64 bytes apart modulo 128, so
-// the two rows a quarter-warp's 16-byte loads read fall on different banks
+// the two rows a quarter-warp's 16-byte loads read fall on different banks. Then two mbarriers: the
+// first super-block's copies, and the rest's.
 constexpr int kXStride = XSHARED * 512 + 64;
-constexpr int kXBytes = XSHARED ? 16 * kXStride : 0;
+constexpr int kXBytes = XSHARED ? 16 * kXStride + 16 : 0;
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes;
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
@@ -182,17 +183,19 @@ __device__ __forceinline__ void load_half(uint4 (&h)[2], const __half* const (&x
     }
 }
 
-// XSHARED: the CTA copies token rows tok0..tok0+15 (past T: the last row) of super-blocks
-// sb_begin..sb_begin+nsb-1 into xs (one cp.async group); the rows the fragments read are the same
-__device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, int tok0, int T, int K, int sb_begin,
-                                                  int nsb) {
-    const int row_pieces = 32 * nsb;  // 16-byte pieces of one token row's range
-    for (int p = threadIdx.x; p < 16 * row_pieces; p += kThreads) {
-        const int r = p / row_pieces, c = p - r * row_pieces;
-        mmq::cp_async16(xs + r * kXStride + 16 * c,
-                        X + static_cast<long long>(min(tok0 + r, T - 1)) * K + sb_begin * 256 + 8 * c);
+// XSHARED, one thread: the bulk-copy engine copies the CTA's `rows` token rows tok0.. (16, or the T - tok0
+// left) of super-blocks sb_begin..sb_begin+nsb-1 into xs: per row the first super-block (512 bytes, counted
+// on bar[0]) and the rest (on bar[1]), so the first multiply waits for its 8 KB only (the fragments of
+// tokens past T read the last row)
+__device__ __forceinline__ void stage_activations(uint8_t* xs, uint64_t* bar, const __half* X, int tok0, int rows,
+                                                  int K, int sb_begin, int nsb) {
+    mmq::mbar_arrive_expect_tx(bar, rows * 512);
+    if (nsb > 1) mmq::mbar_arrive_expect_tx(bar + 1, rows * 512 * (nsb - 1));
+    for (int r = 0; r < rows; ++r) {
+        const __half* src = X + static_cast<long long>(tok0 + r) * K + sb_begin * 256;
+        mmq::bulk_copy_g2s(xs + r * kXStride, src, 512, bar);
+        if (nsb > 1) mmq::bulk_copy_g2s(xs + r * kXStride + 512, src + 256, 512 * (nsb - 1), bar + 1);
     }
-    mmq::cp_async_commit();
 }
 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
@@ -292,11 +295,18 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     } else {
         extern __shared__ __align__(16) uint8_t smem[];
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
+        uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+        uint64_t* xbar = reinterpret_cast<uint64_t*>(xs + 16 * kXStride);
         if constexpr (XSHARED > 0) {  // the fragments read the staged rows g and g + 8
-            uint8_t* xs = smem + RING * WARPS * kSlotBytes;
             if (sb_end - sb_begin > XSHARED) __trap();  // the launcher splits K so that a range fits
-            xp[0] = reinterpret_cast<const __half*>(xs + g * kXStride) + 8 * t;
-            xp[1] = reinterpret_cast<const __half*>(xs + (g + 8) * kXStride) + 8 * t;
+            const int last = min(16, T - static_cast<int>(blockIdx.z) * 16) - 1;  // the last staged row
+            xp[0] = reinterpret_cast<const __half*>(xs + min(g, last) * kXStride) + 8 * t;
+            xp[1] = reinterpret_cast<const __half*>(xs + min(g + 8, last) * kXStride) + 8 * t;
+            if (threadIdx.x == 0) {  // one arrival each: the expect_tx
+                mmq::mbar_init(xbar, 1), mmq::mbar_init(xbar + 1, 1);
+                asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // seen by the copy engine
+            }
+            __syncthreads();  // and by every warp that waits on them
         }
         RingCopies copies;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
@@ -309,10 +319,10 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int s = 0; s < RING - 1; ++s) {
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
             base += kBlockBytes;
-            if (XSHARED && s == 0) {  // its group lands with the first super-block's (the loop's first wait)
-                if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-                stage_activations(smem + RING * WARPS * kSlotBytes, X, blockIdx.z * 16, T, K, sb_begin,
-                                  sb_end - sb_begin);
+            if (XSHARED && s == 0 && threadIdx.x == 0) {  // after the first weights are requested
+                if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
+                stage_activations(xs, xbar, X, blockIdx.z * 16, min(16, T - static_cast<int>(blockIdx.z) * 16), K,
+                                  sb_begin, sb_end - sb_begin);
             }
         }
         if constexpr (!XSHARED) start_activations();
@@ -324,7 +334,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             fill = fill + 1 == RING ? 0 : fill + 1;
             mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
             __syncwarp();                    // and so have the other lanes' copies of it
-            if (XSHARED && sb == sb_begin) __syncthreads();  // and every thread's activation copies (CTA-uniform)
+            if (XSHARED && sb - sb_begin < 2) mmq::mbar_wait(xbar + (sb - sb_begin), 0);  // and its activations
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
             multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end);
             slot = slot + 1 == RING ? 0 : slot + 1;
