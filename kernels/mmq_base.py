@@ -240,6 +240,11 @@ class MMQBound:
         wl = self.wl
         return choose_splitk(params, self.smem, wl.M, wl.T, wl.K, self.device.info, registers, n_threads)
 
+    def split_sum_args(self) -> tuple:
+        """The GEMM's trailing arguments when its own last CTA per tile adds the split-K partial sums
+        (then there is no reduce launch); none here."""
+        return ()
+
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
     def host_activation(self, x: np.ndarray) -> np.ndarray:
         """The activation as it reaches the GPU (float32: each run() pays its conversion)."""
@@ -266,8 +271,8 @@ class MMQBound:
         self.gemm.launch(self.grid, self.block,
                          (self.w[i].ptr, *self.activation_args(), dst.ptr,
                           np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
-                          np.int64(self.row_bytes)), self.smem)
-        if self.partial is not None:
+                          np.int64(self.row_bytes), *self.split_sum_args()), self.smem)
+        if self.partial is not None and not self.split_sum_args():
             n = wl.T * wl.M
             self.reduce.launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),
                                (self.partial.ptr, self.out.ptr, np.int64(n), np.int32(self.splitk)), 0)

@@ -21,6 +21,8 @@ Parameters (compile time unless said):
               least ceil(super-blocks / n) ways
   PDL         1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads its
               first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too
+  FIXUP       0: a split K's partial sums are added by the reduce kernel; 1: by the last CTA of each tile to
+              finish (a per-tile arrival counter, reset by that CTA), in the reduce kernel's order: no reduce launch
   SPLITK      launch time; 0: chosen to fill one wave
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from kernels import mmq_base, mmq_f16
 
 MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
@@ -36,8 +40,8 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED")
+            "FIXUP": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
 
@@ -79,6 +83,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"RING={p['RING']} is not 0 (register prefetch) or 2..8 super-blocks"
     if not 0 <= p["XSHARED"] <= 16 or (p["XSHARED"] and (not p["RING"] or p["XAHEAD"])):
         return f"XSHARED={p['XSHARED']}: 0, or 1..16 super-blocks with a RING and XAHEAD 0"
+    if p["FIXUP"] not in (0, 1):
+        return f"FIXUP={p['FIXUP']} is not 0 (the reduce kernel) or 1 (the last CTA of a tile)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
@@ -97,7 +103,17 @@ class DirectBound(mmq_f16.F16Bound):
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
+        # FIXUP: one arrival counter per (row tile, token tile), zero between launches (unused with one split)
+        self.counters = device.to_device(np.zeros(gx * gy, np.int32)) if variant.params.get("FIXUP", 0) else None
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
+
+    def split_sum_args(self) -> tuple:
+        return (self.out.ptr, self.counters.ptr) if self.counters is not None else ()
+
+    def release(self) -> None:
+        super().release()
+        if self.counters is not None:
+            self.counters.release()
 
 
 class MMQDirectFamily(mmq_f16.MMQF16Family):

@@ -116,6 +116,7 @@ def test_other_spill_free_configurations_compile(params):
     ({"XSHARED": 4, "RING": 2, "XAHEAD": 1}, "q4_K", "XSHARED=4"),
     ({"XSHARED": 17, "RING": 2, "XAHEAD": 0}, "q4_K", "XSHARED=17"),
     ({"XSHARED": 16, "RING": 2, "XAHEAD": 0, "WARPS": 24}, "q4_K", "shared memory"),
+    ({"FIXUP": 2}, "q4_K", "FIXUP=2"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):
     assert words in mmq_direct.invalid_reason(params, qtype)
@@ -169,3 +170,35 @@ def test_the_split_leaves_each_cta_a_range_its_staged_activations_hold(xshared, 
     assert bound.splitk == want and bound.grid == (M // 128, want, 1)
     if xshared:
         assert -(-(K // 256) // want) <= xshared  # the longest range fits the staged rows
+
+
+def test_the_last_cta_of_a_tile_sums_the_splits_without_a_reduce_launch():
+    """FIXUP=1 on a RecordingDevice: the GEMM gets the output and one arrival counter per (row tile, token
+    tile), all zero, after its usual arguments, and no reduce kernel follows it; the kernel compiles
+    spill-free with the same main loop, and its split sum requests every split's value before adding."""
+    import numpy as np
+
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 4096, 14336, 20
+    rng = np.random.default_rng(7)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    params = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "FIXUP": 1}
+    device, bound = recorded_bound(mmq_direct.FAMILY, params, problem, 80)
+    assert bound.splitk == 7 and bound.grid == (32, 7, 2)  # 64 tiles x 7 splits fill 2 CTAs on 132 SMs once
+    bound.run()
+    names = [name for name, *_ in device.launches]
+    assert names == ["f32_to_f16", "mmq_direct_gemm (dependent)"]
+    args = device.launches[1][3]
+    assert args[-2:] == (bound.out.ptr, bound.counters.ptr) and args[2] == bound.partial.ptr  # (W, X, partial, ...)
+    assert bound.counters.array.shape == (64,) and not bound.counters.array.any()
+
+    built = mmq_direct.FAMILY.compile_only(params, "q4_K")
+    assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+    assert (before + after)["HMMA"] == 32 and sum((before + after).values()) <= 430
+    ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
+    assert ops["ATOMG"] + ops.get("RED", 0) >= 1 and ops["LDG"] >= 16

@@ -6,7 +6,7 @@ by element (its output is the weight column itself, exact f16 codes)."""
 import numpy as np
 import pytest
 
-from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
+from tests.gpu_fixtures import gpu_device, run_once, run_poisoned  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import random_problem
 from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
 
@@ -40,6 +40,11 @@ CONFIGS = [
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 0, "XSHARED": 2, "SPLITK": 2},
     {"WARPS": 24, "MIN_BLOCKS": 1, "PDL": 0, "RING": 2, "XAHEAD": 0, "XSHARED": 4, "X16_INPUT": 1},
     {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 2, "RING": 2, "XAHEAD": 0, "MT": 2, "XSHARED": 3},
+    # the last CTA of each tile adds the split partial sums (FIXUP): split and unsplit shapes, with and without
+    # staged activations, 32-row warps, f16 input
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "FIXUP": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "FIXUP": 1, "SPLITK": 5},
+    {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 1, "RING": 2, "XAHEAD": 0, "MT": 2, "FIXUP": 1, "X16_INPUT": 1},
 ]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
@@ -66,6 +71,26 @@ def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
     prob, want = one_hot_problem(np.random.default_rng([cfg, 98]), "q4_K", M=200, K=256, T=256, deq=1)
     np.testing.assert_array_equal(run_once(variant, prob), want)
+
+
+@pytest.mark.parametrize("cfg", [22, 23, 24])
+def test_the_last_cta_of_a_tile_sums_the_splits_launch_after_launch(gpu_device, cfg):
+    """FIXUP: one bound run three times into a poisoned output gives the same C each time, equal to the
+    reduce kernel's bit for bit (the splits added in the same order): each tile's arrival counter is back at
+    zero after every launch."""
+    from kernels import mmq_direct
+
+    fixup = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    plain = mmq_direct.FAMILY.build({**CONFIGS[cfg], "FIXUP": 0}, "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 96]), "q4_K", 330, 6144, 20)
+    want = run_once(plain, prob)
+    bound = fixup.prepare(prob)
+    try:
+        assert bound.splitk > 1
+        for _ in range(3):
+            np.testing.assert_array_equal(run_poisoned(bound), want)
+    finally:
+        bound.release()
 
 
 def test_the_dispatcher_runs_a_promoted_direct_champion(gpu_device, tmp_path):

@@ -44,6 +44,9 @@
 #ifndef XSHARED  // 0: each warp reads its activations from global memory (L1); n: the CTA copies its K range's
 #define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once, by
 #endif             // the bulk-copy engine, one mbarrier per super-block
+#ifndef FIXUP  // 0: the reduce kernel adds a split K's partial sums; 1: the last CTA of each tile to finish does
+#define FIXUP 0  // (arrival counters, in the reduce kernel's order: z = 0, 1, ...)
+#endif
 #if XSHARED && (RING == 0 || XAHEAD != 0)
 #error "mmq_direct.cu: XSHARED needs a RING and XAHEAD 0 (a chunk is read from shared memory as it starts)"
 #endif
@@ -254,13 +257,51 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
     }
 }
 
+#if FIXUP
+// After a CTA stored its split's partial sums: the last of the tile's gridDim.y CTAs to arrive adds
+// partial[0..splits)[T][M] over its BM rows and 16 tokens into C (each element by one thread, the splits
+// in order, as the reduce kernel does) and resets the tile's counter for the next launch.
+__device__ __forceinline__ void sum_splits(const float* partial, float* C, int* counter, int M, int T) {
+    __shared__ int last;
+    __threadfence();  // this CTA's partial sums are visible device-wide before its arrival
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == static_cast<int>(gridDim.y) - 1;
+        if (last) *counter = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // and the other CTAs' before this one reads them
+    constexpr int kRows = WARPS * kWarpRows;
+    const int row0 = blockIdx.x * kRows, tok0 = blockIdx.z * 16, splits = gridDim.y;
+    const long long slice = static_cast<long long>(T) * M;
+#pragma unroll
+    for (int i = 0; i < kRows * 16 / kThreads; ++i) {  // 8 MT elements per thread
+        const int e = threadIdx.x + i * kThreads, r = row0 + e % kRows, tk = tok0 + e / kRows;
+        if (r >= M || tk >= T) continue;
+        const float* p = partial + static_cast<long long>(tk) * M + r;
+        float v[16];  // every split's value requested before the first is added (splits <= 16)
+#pragma unroll
+        for (int z = 0; z < 16; ++z) v[z] = z < splits ? __ldcg(p + z * slice) : 0.0f;
+        float s = v[0];
+#pragma unroll
+        for (int z = 1; z < 16; ++z) if (z < splits) s += v[z];
+        C[static_cast<long long>(tk) * M + r] = s;
+    }
+}
+#endif
+
 }  // namespace direct
 
 // C[T, M] (or the split's slice of partial[split][T][M]) for one token tile of 16 (blockIdx.z),
 // WARPS x 16 weight rows (blockIdx.x) and the blockIdx.y-th of gridDim.y ranges of super-blocks.
 extern "C" __global__ void __launch_bounds__(direct::kThreads, MIN_BLOCKS)
 mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, float* __restrict__ C, int M, int T,
-                int K, long long row_bytes) {
+                int K, long long row_bytes
+#if FIXUP
+                , float* __restrict__ C_sum, int* __restrict__ counters  // C: the partial sums, with a split
+#endif
+) {
     using namespace direct;
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -353,6 +394,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             }
         }
     }
+#if FIXUP
+    if (gridDim.y > 1) direct::sum_splits(C, C_sum, counters + blockIdx.z * gridDim.x + blockIdx.x, M, T);
+#endif
 }
 
 MMQ_SPLITK_REDUCE(mmq_direct_splitk_reduce)
