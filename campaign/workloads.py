@@ -108,6 +108,10 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     # regime gets its own champion (the dispatcher keys champions by regime)
     Suite("dense_tiny", grid([(4096, 14336)], [16]), parity="parity",
           description="llama.cpp anchor shape, T <= 16 (weight streaming, latency bound)"),
+    # the tiny regime's champion serves every shape (the dispatcher keys champions by type and regime,
+    # not shape): a study that changes how K is split must see the shapes where the split differs
+    Suite("dense_tiny_shapes", grid(list(DENSE_SHAPES), [1, 16]), parity="parity",
+          description="the three dense shapes at T = 1 and 16 (the tiny regime's ends)"),
     Suite("dense_small", grid([(4096, 14336)], [64]), parity="parity",
           description="llama.cpp anchor shape, T <= 64"),
     Suite("dense_medium", grid([(4096, 14336)], [128]), parity="parity",

@@ -15,10 +15,10 @@ Parameters (compile time unless said):
               2..8: each warp keeps a cp.async ring of RING super-blocks of its rows in shared
               memory, RING - 1 of them in flight
   L2PF        1: the ring's copies ask L2 for the surrounding 256 bytes
-  XSHARED     0: each warp reads its activations from global memory (through L1); n >= 1: the CTA's bulk
-              copies bring the activations of its K range, at most n super-blocks, into shared memory once
-              (the first super-block on an mbarrier of its own; with a RING and XAHEAD 0); K is split at
-              least ceil(super-blocks / n) ways
+  XSHARED     0: each warp reads its activations from global memory (through L1); n >= 1: the CTA copies
+              the activations of its K range, at most n super-blocks, into shared memory once (cp.async: the
+              first super-block in a group of its own; with a RING and XAHEAD 0); K is split at least
+              ceil(super-blocks / n) ways
   PDL         1: the GEMM is a programmatic dependent launch of its f32 -> f16 pass and loads its
               first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too
   FIXUP       0: a split K's partial sums are added by the reduce kernel; 1: by the last CTA of each tile to
@@ -57,7 +57,7 @@ def smem_bytes(params: dict) -> int:
     """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring, and with
     XSHARED the CTA's 16 token rows of XSHARED super-blocks (512 bytes each, padded)."""
     p = full_params(params)
-    staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD) + 16 if p["XSHARED"] else 0  # + two mbarriers
+    staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD) if p["XSHARED"] else 0
     return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES + staged
 
 

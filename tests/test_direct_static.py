@@ -74,23 +74,22 @@ def test_two_m_tiles_per_warp_share_the_activation_loads():
     assert mmq_direct.full_params({"WARPS": 4, "MT": 2})["BM"] == 128
 
 
-def test_shared_activations_come_by_bulk_copy_and_are_read_from_shared_memory():
-    """XSHARED: one thread has the bulk-copy engine bring the CTA's K range of activations into shared
-    memory (UBLKCP, counted on two mbarriers: the first super-block's and the rest's), so the loop's 16
-    activation vectors per super-block are shared loads (LDS.128), it has no global load left, and it adds
-    one mbarrier test to the ring's loop; the one CTA barrier (after the mbarriers are made) is the kernel's only one."""
+def test_shared_activations_are_copied_once_and_read_from_shared_memory():
+    """XSHARED: the CTA's warps copy its K range of activations into shared memory with cp.async (the first
+    super-block in a group of its own, so the first multiply waits for 8 KB only), and the loop's 16 activation
+    vectors per super-block are shared loads (LDS.128): no global load is left in it. Its one CTA barrier
+    (taken in the first two trips only, when the two groups have landed) is the kernel's only one."""
     params = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8}
     built = mmq_direct.FAMILY.compile_only(params, "q4_K")
     assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
     before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
     loop = before + after
     assert loop["HMMA"] == 32 and loop["HFMA2"] == 64 and loop["LDGSTS"] == 5 and "LDG" not in loop
-    assert loop["SYNCS"] == 1  # the mbarrier test
-    assert sum(loop.values()) <= 430, sorted(loop.items())
+    assert loop["BAR"] == 1 and sum(loop.values()) <= 430, sorted(loop.items())
     sass = nvcc.sass_functions(built.sass)[mmq_direct.FAMILY.kernel_name]
-    assert sass.count("LDS.128") >= 16 and "UBLKCP" in sass
+    assert sass.count("LDS.128") >= 16
     assert sass.count("BAR.SYNC") == 1, [line for line in sass.splitlines() if "BAR" in line]
-    assert mmq_direct.smem_bytes(params) == 8 * 2 * 16 * 144 + 16 * (8 * 512 + 64) + 16
+    assert mmq_direct.smem_bytes(params) == 8 * 2 * 16 * 144 + 16 * (8 * 512 + 64)
 
 
 @pytest.mark.parametrize("params", [{"WARPS": 8, "MIN_BLOCKS": 1, "XAHEAD": 0}, {"WARPS": 4, "MIN_BLOCKS": 3, "XAHEAD": 0},

@@ -42,8 +42,8 @@
 #error "mmq_direct.cu: MT is 1, or 2 with a RING"
 #endif
 #ifndef XSHARED  // 0: each warp reads its activations from global memory (L1); n: the CTA copies its K range's
-#define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once, by
-#endif             // the bulk-copy engine, one mbarrier per super-block
+#define XSHARED 0  // activations (at most n super-blocks: the launcher splits K so) into shared memory once
+#endif
 #ifndef FIXUP  // 0: the reduce kernel adds a split K's partial sums; 1: the last CTA of each tile to finish does
 #define FIXUP 0  // (arrival counters, in the reduce kernel's order: z = 0, 1, ...)
 #endif
@@ -59,10 +59,9 @@ constexpr int kBlockBytes = 144;  // q4_K super-block: d, dmin (f16), 12 scale b
 constexpr int kSlotBytes = kWarpRows * kBlockBytes;  // one ring slot: a super-block of a warp's rows
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 // XSHARED: 16 token rows of XSHARED super-blocks (512 bytes each); rows sit 64 bytes apart modulo 128, so
-// the two rows a quarter-warp's 16-byte loads read fall on different banks. Then two mbarriers: the
-// first super-block's copies, and the rest's.
+// the two rows a quarter-warp's 16-byte loads read fall on different banks
 constexpr int kXStride = XSHARED * 512 + 64;
-constexpr int kXBytes = XSHARED ? 16 * kXStride + 16 : 0;
+constexpr int kXBytes = XSHARED ? 16 * kXStride : 0;
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes;
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
@@ -186,20 +185,20 @@ __device__ __forceinline__ void load_half(uint4 (&h)[2], const __half* const (&x
     }
 }
 
-// XSHARED, one thread: the bulk-copy engine copies the CTA's `rows` token rows tok0.. (16, or the T - tok0
-// left) of super-blocks sb_begin..sb_begin+nsb-1 into xs: per row the first super-block (512 bytes, counted
-// on bar[0]) and the rest (on bar[1]), so the first multiply waits for its 8 KB only (the fragments of
-// tokens past T read the last row)
-__device__ __forceinline__ void stage_activations(uint8_t* xs, uint64_t* bar, const __half* X, int tok0, int rows,
-                                                  int K, int sb_begin, int nsb) {
-    mmq::mbar_arrive_expect_tx(bar, rows * 512);
-    if (nsb > 1) mmq::mbar_arrive_expect_tx(bar + 1, rows * 512 * (nsb - 1));
-    for (int r = 0; r < rows; ++r) {
-        const __half* src = X + static_cast<long long>(tok0 + r) * K + sb_begin * 256;
-        mmq::bulk_copy_g2s(xs + r * kXStride, src, 512, bar);
-        if (nsb > 1) mmq::bulk_copy_g2s(xs + r * kXStride + 512, src + 256, 512 * (nsb - 1), bar + 1);
+// XSHARED: one cp.async group of super-blocks [c0, c1) of the CTA's range, for its `rows` live token rows
+// tok0.. (16, or the T - tok0 left; the fragments of tokens past T read the last row): warp w copies rows
+// w, w + WARPS, ..., each lane 16 bytes of every 512-byte super-block
+__device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, int tok0, int rows, int K, int sb_begin,
+                                                  int c0, int c1, int warp, int lane) {
+    for (int r = warp; r < rows; r += WARPS) {
+        const uint8_t* src =
+            reinterpret_cast<const uint8_t*>(X + static_cast<long long>(tok0 + r) * K + sb_begin * 256) + 16 * lane;
+        uint8_t* dst = xs + r * kXStride + 16 * lane;
+        for (int c = c0; c < c1; ++c) mmq::cp_async16(dst + 512 * c, src + 512 * c);
     }
+    mmq::cp_async_commit();
 }
+
 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
     load_half(x.lo, xp, off);
@@ -337,17 +336,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         extern __shared__ __align__(16) uint8_t smem[];
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
         uint8_t* xs = smem + RING * WARPS * kSlotBytes;
-        uint64_t* xbar = reinterpret_cast<uint64_t*>(xs + 16 * kXStride);
+        const int tok0 = blockIdx.z * 16, rows = min(16, T - tok0);  // XSHARED: the live token rows
         if constexpr (XSHARED > 0) {  // the fragments read the staged rows g and g + 8
             if (sb_end - sb_begin > XSHARED) __trap();  // the launcher splits K so that a range fits
-            const int last = min(16, T - static_cast<int>(blockIdx.z) * 16) - 1;  // the last staged row
-            xp[0] = reinterpret_cast<const __half*>(xs + min(g, last) * kXStride) + 8 * t;
-            xp[1] = reinterpret_cast<const __half*>(xs + min(g + 8, last) * kXStride) + 8 * t;
-            if (threadIdx.x == 0) {  // one arrival each: the expect_tx
-                mmq::mbar_init(xbar, 1), mmq::mbar_init(xbar + 1, 1);
-                asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // seen by the copy engine
-            }
-            __syncthreads();  // and by every warp that waits on them
+            xp[0] = reinterpret_cast<const __half*>(xs + min(g, rows - 1) * kXStride) + 8 * t;
+            xp[1] = reinterpret_cast<const __half*>(xs + min(g + 8, rows - 1) * kXStride) + 8 * t;
         }
         RingCopies copies;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
@@ -360,10 +353,10 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int s = 0; s < RING - 1; ++s) {
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
             base += kBlockBytes;
-            if (XSHARED && s == 0 && threadIdx.x == 0) {  // after the first weights are requested
+            if (XSHARED && s == 0) {  // after the first weights: the first super-block's activations, then the rest's
                 if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
-                stage_activations(xs, xbar, X, blockIdx.z * 16, min(16, T - static_cast<int>(blockIdx.z) * 16), K,
-                                  sb_begin, sb_end - sb_begin);
+                stage_activations(xs, X, tok0, rows, K, sb_begin, 0, 1, warp, lane);
+                stage_activations(xs, X, tok0, rows, K, sb_begin, 1, sb_end - sb_begin, warp, lane);
             }
         }
         if constexpr (!XSHARED) start_activations();
@@ -373,9 +366,13 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             issue_slot(copies, base, ring + fill * kSlotBytes, lane, sb + RING - 1 < sb_end);
             base += kBlockBytes;
             fill = fill + 1 == RING ? 0 : fill + 1;
-            mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed
-            __syncwarp();                    // and so have the other lanes' copies of it
-            if (XSHARED && sb - sb_begin < 2) mmq::mbar_wait(xbar + (sb - sb_begin), 0);  // and its activations
+            if (XSHARED && sb == sb_begin) {
+                mmq::cp_async_wait<RING>();  // the first super-block's weights and activations (not the rest's)
+            } else {
+                mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed (XSHARED: the rest's too)
+            }
+            __syncwarp();  // and so have the other lanes' copies of it
+            if (XSHARED && sb - sb_begin < 2) __syncthreads();  // and the other warps' activation copies
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
             multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end);
             slot = slot + 1 == RING ? 0 : slot + 1;
