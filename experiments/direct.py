@@ -25,7 +25,7 @@ LEVER = Lever(
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
         "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
         "MT": [1, 2],  # m16 tiles per warp (2: 32 rows share each activation fragment; with a RING)
-        "XSHARED": [0, 2, 4, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks)
+        "XSHARED": [0, 2, 4, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks)
         "FIXUP": [0, 1],  # the split-K partial sums added by the last CTA of each tile, not a reduce launch
     },
     fixed={"SPLITK": 0},
