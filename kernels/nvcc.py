@@ -265,9 +265,7 @@ _SASS_INSN_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:\{\s*)?(?:@!?U?P[T0-9]+\s
 def sass_main_loop(sass: str, function: str, op: str = "IMMA") -> tuple[collections.Counter, collections.Counter]:
     """Opcodes of a kernel's main loop, split at its last barrier: (before, after).
 
-    The main loop is the widest backward branch whose body holds `op`, among the branches before the
-    function's last EXIT (the compiler moves an mbarrier wait's retry after it, to jump back from there).
-    For the MMQ tile loop the
+    The main loop is the widest backward branch whose body holds `op`. For the MMQ tile loop the
     part after the last barrier is the unrolled compute (fragment loads, IMMA, rescale: straight-line
     code, so these counts are per iteration); the part before it holds the staging and unpack
     loops, counted once per static instruction (their trip counts are not in the SASS).
@@ -275,10 +273,7 @@ def sass_main_loop(sass: str, function: str, op: str = "IMMA") -> tuple[collecti
     text = sass_functions(sass).get(function, "")
     ins = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _SASS_INSN_RE.finditer(text)]
     best: list = []
-    last_exit = max((addr for addr, opcode, _ in ins if opcode == "EXIT"), default=None)
     for i, (addr, opcode, rest) in enumerate(ins):
-        if last_exit is not None and addr > last_exit:
-            break
         target = re.search(r"0x([0-9a-f]+)", rest) if opcode == "BRA" else None
         if target and int(target.group(1), 16) < addr:
             start = int(target.group(1), 16)

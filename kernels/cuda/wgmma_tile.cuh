@@ -51,7 +51,42 @@ __device__ __forceinline__ void fence_acc(float (&acc)[BN / 2]) {
     for (int i = 0; i < BN / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
-// (the mbarrier and bulk-copy helpers are mmq_core.cuh's)
+// mbarriers in shared memory: the hand-off between producer and consumer warpgroups.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
+                 : "memory");
+}
+// Wait until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n"
+        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+// Arrive on `bar` once every cp.async this thread issued so far has landed (the arrival counts
+// against the count the barrier was initialised with: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// The bulk-copy engine (TMA without a tensor map): `bytes` contiguous bytes global -> shared,
+// counted against `bar`'s transaction count, which the issuing thread raised first with
+// mbar_arrive_expect_tx. Both addresses 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
 
 // TMA: the box at (c0 innermost, c1) of the tensor map at `tmap` (a global-memory CUtensorMap),
 // landing as the map's swizzle says, counted against `bar` like bulk_copy_g2s.
