@@ -1,7 +1,8 @@
 """Lever `direct`: the few-token q4_K GEMM with weights loaded straight into `mma.sync` fragments
 (kernels/cuda/mmq_direct.cu). Each warp streams its weight rows from global memory into f16 A
 fragments (the f16 path's dequant contract) and reads its activations straight from the f16
-rows: no producer, no CTA barrier, so the issue slots that bound the 16-token wgmma kernel
+rows (or from the CTA's copy of them in shared memory): no producer, no CTA barrier past the first two
+super-blocks, so the issue slots that bound the 16-token wgmma kernel
 (perf log run 29: 197 warp instructions per 64-k step, 47 % of issue slots busy) go to the
 dequant (runs 32-37: ~106 per 64-k step). Searched: warps per CTA, CTAs per SM the registers are capped for, whether
 a chunk's activations are loaded a chunk ahead (16 registers), how the next weights are fetched
@@ -36,5 +37,5 @@ LEVER = Lever(
     valid=lambda params, info: mmq_direct.invalid_reason(params, "q4_K", info),
     margin=0.02,
     sass_claims=("HMMA",),
-    description="q4_K weights straight from global memory into mma.sync f16 fragments, no CTA barrier (few tokens)",
+    description="q4_K weights straight from global memory into mma.sync f16 fragments, no producer warp (few tokens)",
 )

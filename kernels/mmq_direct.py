@@ -1,7 +1,8 @@
 """Launcher of the direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`): each warp
 loads its q4_K weight rows from global memory (through registers or its own cp.async ring) into
 `mma.sync m16n8k16` f16 A fragments (scales applied, the f16 path's contract) and its activations
-straight from the f16 rows; no producer warp, no CTA barrier. Meant for few tokens (a 16-token
+straight from the f16 rows (or, XSHARED, from a per-CTA copy in shared memory); no producer warp, and no CTA
+barrier in the loop past the first two super-blocks. Meant for few tokens (a 16-token
 tile per CTA column), where the register-A wgmma kernel is bound by instruction issue (perf log
 run 29); runs 32-37 measured it.
 

@@ -1,5 +1,5 @@
 """The direct-fragment kernel (kernels/cuda/mmq_direct.cu, lever `direct`) off the GPU: what it
-claims is in its SASS. No CTA barrier in the GEMM (and, with the register prefetch, no shared
+claims is in its SASS. No CTA barrier in the GEMM without XSHARED (and, with the register prefetch, no shared
 memory); its main loop holds the instructions the design counts and not many more: per
 super-block and warp 32 HMMA (4 chunks x 4 k16 steps x 2 token halves), 64 HFMA2 (one per weight
 pair: w = fma(q, sw, -mn)), and about 400-450 in all, against ~790 per 256 k for the 16-token

@@ -1,9 +1,11 @@
 // Few-token f16 GEMM with weights loaded straight into mma.sync fragments (lever `direct`):
 // each warp streams 16 (MT = 2: 32) q4_K weight rows from global memory into the A fragments of
-// `mma.sync m16n8k16` f16 (f32 accumulators) and reads its activations straight from the f16 rows.
-// There is no producer warp and no CTA barrier; the weights come through registers or through a
-// cp.async ring of the warp's own. At T <= 16 the wgmma kernel is bound by instruction issue
-// (perf log run 29), and this kernel issues about 60 % of its instructions (runs 32-36).
+// `mma.sync m16n8k16` f16 (f32 accumulators) and reads its activations straight from the f16 rows,
+// or (XSHARED) from the copy of its K range the CTA made in shared memory once (runs 40-42).
+// There is no producer warp; the weights come through registers or through a cp.async ring of the
+// warp's own, and the only CTA barriers are XSHARED's, in the first two super-blocks. At T <= 16 the
+// wgmma kernel is bound by instruction issue (perf log run 29), and this kernel issues about 60 % of
+// its instructions (runs 32-36).
 //
 // Math contract: the f16 path's (dequant16.cuh, DEQ=1): sw = f16(d sc), mn = f16(dmin m),
 // w = fma_f16(q, sw, -mn) rounded once; f16 activations (the f32 -> f16 pass, or f16 input);
@@ -198,7 +200,6 @@ __device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, 
     }
     mmq::cp_async_commit();
 }
-
 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
     load_half(x.lo, xp, off);
