@@ -268,11 +268,12 @@ class MMQBound:
         self.current = i
         self.activation_pass(self.x[i])
         dst = self.partial if self.partial is not None else self.out
+        sum_args = self.split_sum_args()
         self.gemm.launch(self.grid, self.block,
                          (self.w[i].ptr, *self.activation_args(), dst.ptr,
                           np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
-                          np.int64(self.row_bytes), *self.split_sum_args()), self.smem)
-        if self.partial is not None and not self.split_sum_args():
+                          np.int64(self.row_bytes), *sum_args), self.smem)
+        if self.partial is not None and not sum_args:
             n = wl.T * wl.M
             self.reduce.launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),
                                (self.partial.ptr, self.out.ptr, np.int64(n), np.int32(self.splitk)), 0)
