@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from campaign import anchors
+from campaign.errors import UnknownNameError
 from kernels.family import Problem, Workload
 
 DENSE_SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
@@ -56,6 +57,26 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", (("X16_INPUT", 1),), types=("q4_K",)),
          # the unquantized anchor: bf16 weights already in memory, torch.mm alone
          "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
+
+
+def derived_line(spec: str) -> Line:
+    """`NAME=LINE:JSON`: a line that runs LINE's configuration (its champion, swept best or heuristic)
+    with the JSON parameters on top, e.g. 'x16_l2p3=mmq_wgmma_x16:{"L2PROMO": 3}', so one bench sets
+    a candidate option beside the configuration it would change."""
+    name, sep, rest = spec.partition("=")
+    base, sep2, params = rest.partition(":")
+    if not (sep and sep2 and name):
+        raise ValueError(f"--variant {spec!r}: expected NAME=LINE:JSON")
+    if base not in LINES:
+        raise UnknownNameError(f"--variant {spec!r}: unknown line {base!r} (have {', '.join(LINES)})")
+    try:
+        overrides = json.loads(params)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--variant {spec!r}: the parameters are not JSON ({err})") from None
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--variant {spec!r}: the parameters must be a JSON object")
+    line = LINES[base]
+    return Line(name, line.family, line.lever, (*line.extra, *overrides.items()), line.types)
 
 
 @dataclass
@@ -233,6 +254,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tracking-uri", default=None)
     ap.add_argument("--no-ceilings", action="store_true")
     ap.add_argument("--tuned", help="best.json from scripts/sweep_mmq.py: swept configurations per (type, T)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=LINE:JSON",
+                    help="one more line: LINE's configuration with these parameters set (repeatable)")
     args = ap.parse_args(argv)
 
     from kernels import cuda_runtime
@@ -240,7 +263,7 @@ def main(argv=None) -> int:
 
     sweep = Sweep(shapes=[tuple(map(int, s.split("x"))) for s in args.shapes.split(",")],
                   Ts=[int(t) for t in args.Ts.split(",")], types=args.types.split(","),
-                  lines=[LINES[n] for n in args.lines.split(",")])
+                  lines=[LINES[n] for n in args.lines.split(",")] + [derived_line(v) for v in args.variant])
     device = open_device("cuda")
     ceilings = {} if args.no_ceilings else cuda_runtime.measure_ceilings(device)
     print("device:", json.dumps(device.info, default=str))

@@ -323,12 +323,14 @@ class CudaDevice:
         buf.set(array)
         return buf
 
-    def tensor_map_f16(self, buf: DeviceBuffer, rows: int, cols: int, box_rows: int, box_cols: int) -> DeviceBuffer:
+    def tensor_map_f16(self, buf: DeviceBuffer, rows: int, cols: int, box_rows: int, box_cols: int,
+                       l2_promotion: int = 2) -> DeviceBuffer:
         """A TMA descriptor (CUtensorMap, 128 B, in device memory) for the row-major f16 matrix
         [rows, cols] in `buf`: boxes of box_rows x box_cols land 128B-swizzled, rows past the end
-        read as zeros. Kernels take its device address (cp.async.bulk.tensor reads the map from
-        global memory; written before the launch, it needs no proxy fence)."""
-        return self.to_device(encode_tensor_map_f16(buf.ptr, rows, cols, box_rows, box_cols))
+        read as zeros; an L2 miss fetches 128 B (l2_promotion 2) or 256 B (3). Kernels take its
+        device address (cp.async.bulk.tensor reads the map from global memory; written before the
+        launch, it needs no proxy fence)."""
+        return self.to_device(encode_tensor_map_f16(buf.ptr, rows, cols, box_rows, box_cols, l2_promotion))
 
     def fill_nan(self, buf: DeviceBuffer) -> None:
         """Poison a float32/bf16/float16 buffer with quiet NaNs (async, on the default stream)."""
@@ -410,15 +412,20 @@ def compile_spin(arch: str) -> nvcc.Compiled:
 
 
 # CUtensorMap enums (cuda.h): CU_TENSOR_MAP_DATA_TYPE_FLOAT16, _INTERLEAVE_NONE, _SWIZZLE_128B,
-# _L2_PROMOTION_L2_128B, _FLOAT_OOB_FILL_NONE (out-of-bounds elements read as zeros)
-_TMAP_F16, _TMAP_NO_INTERLEAVE, _TMAP_SWIZZLE_128B, _TMAP_L2_128B, _TMAP_OOB_ZERO = 6, 0, 3, 2, 0
+# _FLOAT_OOB_FILL_NONE (out-of-bounds elements read as zeros); CU_TENSOR_MAP_L2_PROMOTION_* 0-3
+# (none, 64 B, 128 B, 256 B fetched into L2 per miss)
+_TMAP_F16, _TMAP_NO_INTERLEAVE, _TMAP_SWIZZLE_128B, _TMAP_OOB_ZERO = 6, 0, 3, 0
+_TMAP_L2_PROMOTIONS = (0, 1, 2, 3)
 
 
-def encode_tensor_map_f16(address: int, rows: int, cols: int, box_rows: int, box_cols: int) -> np.ndarray:
+def encode_tensor_map_f16(address: int, rows: int, cols: int, box_rows: int, box_cols: int,
+                          l2_promotion: int = 2) -> np.ndarray:
     """cuTensorMapEncodeTiled (a driver call PyCUDA does not wrap) for a row-major f16 [rows, cols]
     matrix at device `address`: the 128 opaque bytes, or CudaError with the driver's code."""
     if box_cols * 2 > 128:
         raise ValueError(f"a 128B-swizzled box row holds at most 64 f16, not {box_cols}")
+    if l2_promotion not in _TMAP_L2_PROMOTIONS:
+        raise ValueError(f"L2 promotion {l2_promotion} is not a CU_TENSOR_MAP_L2_PROMOTION (0-3)")
     lib = ctypes.CDLL("libcuda.so.1")
     raw = (ctypes.c_uint8 * (128 + 64))()  # CUtensorMap is 64-byte aligned
     at = (ctypes.addressof(raw) + 63) & ~63
@@ -430,7 +437,7 @@ def encode_tensor_map_f16(address: int, rows: int, cols: int, box_rows: int, box
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     err = fn(at, _TMAP_F16, 2, ctypes.c_void_p(address), dims, strides, box, unit, _TMAP_NO_INTERLEAVE,
-             _TMAP_SWIZZLE_128B, _TMAP_L2_128B, _TMAP_OOB_ZERO)
+             _TMAP_SWIZZLE_128B, l2_promotion, _TMAP_OOB_ZERO)
     if err != 0:
         raise CudaError(f"cuTensorMapEncodeTiled failed (CUresult {err}) for [{rows}, {cols}] f16, box {box_rows}x{box_cols}")
     return np.frombuffer(ctypes.string_at(at, 128), np.uint8).copy()

@@ -23,7 +23,11 @@ the kernel:
                   PERSIST 1 launches one CTA per SM slot that loops over the output tiles,
                   its rings running on from one tile into the next (where K is split, the
                   plain grid: one tile per CTA);
-                  RASTER 1 launches weight-row tiles fastest (0: token tiles fastest)
+                  RASTER 1 launches weight-row tiles fastest (0: token tiles fastest);
+                  SPLITDEC 1 (q4_K, q5_K) spreads the next super-block's scale decode over
+                  two steps of the loop instead of one;
+                  L2PROMO (XLOAD 2, a launch setting, no recompile) is the tensor map's L2
+                  promotion: 2 fetches 128 B per L2 miss, 3 fetches 256 B
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -45,7 +49,9 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2}
+# CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
+L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
 XLOADS = {0: "f16 rows by cp.async", 1: "pass-tiled f16 chunks by bulk copy", 2: "f16 rows by TMA",
           3: "f32 rows converted in the kernel"}
@@ -135,6 +141,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
     if p["RASTER"] not in (0, 1) or (p["RASTER"] and (not p["AREG"] or p["MCAST"] > 1)):
         return (f"RASTER={p['RASTER']}: 0 (token tiles fastest), or 1 (weight-row tiles fastest) with the "
                 "register-A kernel and no MCAST cluster")
+    if p["SPLITDEC"] not in (0, 1) or (p["SPLITDEC"] and not p["AREG"]):
+        return f"SPLITDEC={p['SPLITDEC']}: 0, or 1 (the scale decode spread over two steps) with the register-A kernel"
+    if p["L2PROMO"] not in L2_PROMOTIONS:
+        return f"L2PROMO={p['L2PROMO']} is not a tensor-map L2 promotion: 2 (128 B per miss) or 3 (256 B)"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
 
 
@@ -216,7 +226,9 @@ class WgmmaBound(mmq_f16.F16Bound):
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
             rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
-            self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64) for buf in rows]
+            promotion = variant.params.get("L2PROMO", DEFAULTS["L2PROMO"])
+            self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64, promotion)
+                         for buf in rows]
 
     def has_pass(self) -> bool:
         return super().has_pass() and self.xload != 3  # XLOAD 3 converts in the kernel
@@ -285,7 +297,8 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
-        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER") if p[k] != DEFAULTS[k]}
+        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC")
+                   if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}
 

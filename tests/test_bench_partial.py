@@ -16,3 +16,23 @@ def test_sweep_rows_reach_disk_workload_by_workload(tmp_path):
     assert on_disk == [0, 1]
     saved = pd.read_csv(partial)
     assert len(saved) == len(df) == 2 and list(saved["T"]) == [1, 16] and (saved["tflops"] > 0).all()
+
+
+def test_a_variant_line_is_its_base_line_with_the_options_on_top():
+    line = bench.derived_line('x16_l2p3=mmq_wgmma_x16:{"L2PROMO": 3, "SPLITDEC": 1}')
+    base = bench.LINES["mmq_wgmma_x16"]
+    assert (line.name, line.family, line.lever) == ("x16_l2p3", base.family, base.lever)
+    assert dict(line.extra) == {**dict(base.extra), "L2PROMO": 3, "SPLITDEC": 1}
+
+
+def test_a_variant_that_names_no_line_or_no_json_says_so():
+    import pytest
+
+    from campaign.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown line 'mmq_nope'"):
+        bench.derived_line('v=mmq_nope:{"A": 1}')
+    with pytest.raises(ValueError, match="not JSON"):
+        bench.derived_line("v=mmq_wgmma:{A: 1}")
+    with pytest.raises(ValueError, match="NAME=LINE:JSON"):
+        bench.derived_line("mmq_wgmma")

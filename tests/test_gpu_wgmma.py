@@ -119,12 +119,26 @@ RASTER = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "RASTER": 1, "PERSIST": 1},
     {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "RASTER": 1, "PDL": 2},
 ]
+# the next super-block's scale decode spread over steps 1 and 2 (SPLITDEC, q4_K/q5_K): 16 super-blocks
+# per CTA, one (K = 256: step 1 must not open a super-block past the end), split K, the persistent
+# loop (rings carried from tile to tile), the large-T tile on each activation load, TMA rows fetched
+# 256 B per L2 miss (L2PROMO 3)
+SPLIT_DECODE = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "SPLITDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "SPLITDEC": 1, "L2PROMO": 3,
+     "X16_INPUT": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "SPLITDEC": 1, "RASTER": 1, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "SPLITDEC": 1, "SPLITK": 3, "WREUSE": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "SPLITDEC": 1, "PERSIST": 1},
+]
+SPLIT_DECODE_TYPES = ["q4_K", "q5_K"]  # (a no-op for q6_K and q8_0: nothing to split)
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
-    {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)]
+    {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)] + [
+    {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + ONE_HOT}
+              + RASTER + SPLIT_DECODE + ONE_HOT}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -221,6 +235,18 @@ def test_wgmma_raster_stores_every_tile_where_it_belongs(gpu_device, qtype, cfg)
 
     variant = mmq_wgmma.FAMILY.build(RASTER[cfg], qtype, gpu_device)
     check_shapes(variant, qtype, PERSISTENT_SHAPES, [cfg, TYPES.index(qtype), 97], f"raster{cfg}")
+
+
+@pytest.mark.parametrize("qtype", SPLIT_DECODE_TYPES)
+@pytest.mark.parametrize("cfg", range(len(SPLIT_DECODE)))
+def test_wgmma_split_decode_keeps_each_group_scale(gpu_device, qtype, cfg):
+    """SPLITDEC=1: a scale pair decoded into a register still in use, or from the wrong super-block,
+    scales 32 weights wrongly and fails the bound."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(SPLIT_DECODE[cfg], qtype, gpu_device)
+    shapes = PERSISTENT_SHAPES if SPLIT_DECODE[cfg].get("PERSIST") else MULTICAST_SHAPES
+    check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 98], f"splitdec{cfg}")
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

@@ -9,7 +9,8 @@ import pytest
 
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
-from tests.test_gpu_wgmma import CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT, RASTER
+from tests.test_gpu_wgmma import (CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT, RASTER,
+                                  SPLIT_DECODE)
 
 
 H200 = {"smem_per_block_optin": 227 * 1024}
@@ -41,6 +42,7 @@ def test_generated_header_is_current():
 
 
 @pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT, *PERSISTENT, *RASTER,
+                                    *SPLIT_DECODE,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -181,7 +183,7 @@ def test_each_activation_load_gets_what_its_kernel_reads(xload, x16_input):
         assert bound.scratch[0].array.shape == (32, K) and bound.scratch[0].array.dtype == np.float16
     if xload == 2:  # box: 16 tokens x 64 k of each [T, K] f16 matrix the kernel reads
         rows = [b.ptr for b in (bound.x if x16_input else bound.scratch)]
-        assert device.tensor_maps == [(ptr, T, K, 16, 64) for ptr in rows]
+        assert device.tensor_maps == [(ptr, T, K, 16, 64, 2) for ptr in rows]  # 128 B per L2 miss
     assert (xload == 3 or bool(x16_input)) == (bound.scratch == [])  # no pass, no scratch
 
 
@@ -232,7 +234,7 @@ def test_multicast_rounds_the_grid_to_whole_clusters_and_maps_a_share(mcast, xlo
     (grid,) = [grid for name, grid, *_ in device.launches if name == "gemm"]
     assert grid[:2] == (2, 4) and grid[1] % mcast == 0
     if xload == 2:
-        assert device.tensor_maps == [(bound.scratch[0].ptr, T, K, 256 // mcast, 64)]
+        assert device.tensor_maps == [(bound.scratch[0].ptr, T, K, 256 // mcast, 64, 2)]
 
 
 def test_multicast_configurations_say_why_not():
@@ -418,3 +420,38 @@ def test_raster_configurations_say_why_not():
     assert "no MCAST" in why_not({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2})
     assert "register-A" in why_not({"RASTER": 1})
     assert why_not({"AREG": 1, "BN": 256, "XLOAD": 1, "RASTER": 1}) is None
+
+
+def main_loop_sass(params: dict, qtype: str) -> str:
+    return nvcc.sass_functions(mmq_wgmma.FAMILY.compile_only(params, qtype).sass)[mmq_wgmma.FAMILY.kernel_name]
+
+
+@pytest.mark.parametrize("qtype, changes", [("q4_K", True), ("q5_K", True), ("q6_K", False), ("q8_0", False)])
+def test_split_decode_moves_the_q4_q5_scale_decode_and_leaves_the_others(qtype, changes):
+    """SPLITDEC=1: q4_K and q5_K decode their 6-bit scale pairs in two steps, so their loop changes
+    (the byte permutes of the decode stay 8 per row and super-block) and loads the scale words
+    twice; q6_K and q8_0 have nothing to split and compile to the same SASS."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
+    plain, split = main_loop_sass(params, qtype), main_loop_sass({**params, "SPLITDEC": 1}, qtype)
+    assert (plain != split) == changes
+    if changes:
+        count = lambda sass, op: len(re.findall(rf"\b{op}\b", sass))  # noqa: E731
+        assert count(split, "HGMMA.64x256x16.F32") == count(plain, "HGMMA.64x256x16.F32")
+        assert count(split, "LDS") > count(plain, "LDS")  # (d, dmin) and the first two scale words again
+
+
+def test_split_decode_configurations_say_why_not():
+    assert "SPLITDEC=2" in why_not({"AREG": 1, "XLOAD": 1, "SPLITDEC": 2})
+    assert "register-A" in why_not({"SPLITDEC": 1})
+    assert why_not({"AREG": 1, "BN": 256, "XLOAD": 1, "SPLITDEC": 1}, "q8_0") is None  # a no-op there
+
+
+def test_l2_promotion_is_the_tensor_maps_and_compiles_nothing():
+    """L2PROMO reaches every TMA map of XLOAD 2 (256 B per L2 miss at 3) and is not a define, so it
+    shares its cubin with the default; anything but 2 or 3 is refused."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2}
+    device, _, bound = recorded_bound({**params, "L2PROMO": 3}, 4096, 1024, 512, 5, x16_input=1)
+    assert [m[-1] for m in device.tensor_maps] == [3] * len(bound.x)
+    assert mmq_wgmma.FAMILY.defines({**params, "L2PROMO": 3}, "q4_K") == mmq_wgmma.FAMILY.defines(params, "q4_K")
+    assert "L2PROMO=1" in why_not({**params, "L2PROMO": 1})
+    assert why_not({**params, "L2PROMO": 3}) is None

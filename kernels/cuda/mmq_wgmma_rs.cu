@@ -80,8 +80,13 @@
 // WREUSE = 2: the same, and those words are kept spread (one code byte per f16 lane, as the dequant
 // reads them), so the steps that reuse a word do not spread it again (one PRMT per word each).
 //
+// SPLITDEC = 1 (q4_K, q5_K): the step that opens the next super-block (step 2 of 4) also decodes all
+// 16 of its rows' scale pairs, the heaviest step of the loop by ~80 instructions per thread; if it
+// outlasts the other warpgroup's queued wgmmas, the tensor pipe idles once per super-block. Here
+// step 1 waits for the next super-block and decodes groups 0-3 (free since step 0), step 2 groups 4-7.
+//
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -110,6 +115,9 @@
 #endif
 #ifndef RASTER
 #define RASTER 0
+#endif
+#ifndef SPLITDEC
+#define SPLITDEC 0
 #endif
 
 using namespace mmqwg;
@@ -141,6 +149,7 @@ static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
               "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
 static_assert(RASTER == 0 || (RASTER == 1 && MCAST == 1), "RASTER 1: weight-row tiles along x, no M cluster");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
+constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
@@ -199,21 +208,29 @@ constexpr int kScaleRegs = 3;
 constexpr int kScaleRegs = 4;  // i: (d_2i, d_2i+1) of 32-blocks 2i, 2i + 1 (no min)
 #endif
 
-// The scale registers of one row's super-block `blk`.
-__device__ __forceinline__ void decode_scales(const uint8_t* blk, uint32_t (&r)[kScaleRegs]) {
 #if QTYPE <= 1
-    // 6-bit (sc, m) pairs of 12 bytes, four at a time (ggml's get_scale_min_k4 on whole words)
+// r[j] for the 32-groups j in [J0, J1) of one row's super-block `blk`: 6-bit (sc, m) pairs of 12
+// bytes, four at a time (ggml's get_scale_min_k4 on whole words; groups 0-3 need no third word).
+template <int J0, int J1>
+__device__ __forceinline__ void decode_groups(const uint8_t* blk, uint32_t (&r)[kScaleRegs]) {
     const __half2 dm = h2(ld32(blk) ^ 0x80000000u);  // (d, -dmin)
-    const uint32_t s0 = ld32(blk + 4), s1 = ld32(blk + 8), s2 = ld32(blk + 12);
+    const uint32_t s0 = ld32(blk + 4), s1 = ld32(blk + 8), s2 = J1 > 4 ? ld32(blk + 12) : 0u;
     const uint32_t sc[2] = {s0 & 0x3F3F3F3Fu, (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u)};
     const uint32_t mn[2] = {s1 & 0x3F3F3F3Fu, ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = J0; j < J1; ++j) {
         const int b = j & 3;  // byte b of the words: sc in lane 0, m in lane 1
         const uint32_t bytes = __byte_perm(sc[j >> 2], mn[j >> 2], b | (b << 4) | ((4 + b) << 8) | ((4 + b) << 12));
         const uint32_t pair = and_or<0x00FF00FFu>(bytes, kMagic);
         r[j] = u32(__hmul2(unbias(pair, kMagic), dm));  // (d sc, -dmin m), each rounded once
     }
+}
+#endif
+
+// The scale registers of one row's super-block `blk`.
+__device__ __forceinline__ void decode_scales(const uint8_t* blk, uint32_t (&r)[kScaleRegs]) {
+#if QTYPE <= 1
+    decode_groups<0, 8>(blk, r);
 #elif QTYPE == 2
     const uint32_t d = ld16(blk + 208);
     r[2] = d | (d << 16);  // the step scales follow in step_scales
@@ -507,17 +524,30 @@ struct Consumer {
     // The raw ring's count of super-block b of this tile (its slot and phase; PERSIST: after earlier tiles').
     __device__ __forceinline__ int raw_count(int b) const { return j.g0 / kSteps + b; }
 
-    // Super-block b (relative) has landed: point at its rows, decode their scales.
-    __device__ __forceinline__ void begin_block(int b) {
+    // Wait until super-block b (relative) has landed and point at its two rows.
+    __device__ __forceinline__ void open_block(int b) {
         const int g = raw_count(b);
         mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
         const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-            blk[rr] = raw_block(slot, r0 + 8 * rr, j.row0, j.M, j.kb_begin + b, j.rb);
-            decode_scales(blk[rr], sc[rr]);
-        }
+        for (int rr = 0; rr < 2; ++rr) blk[rr] = raw_block(slot, r0 + 8 * rr, j.row0, j.M, j.kb_begin + b, j.rb);
     }
+
+    // Super-block b has landed: point at its rows, decode their scales.
+    __device__ __forceinline__ void begin_block(int b) {
+        open_block(b);
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) decode_scales(blk[rr], sc[rr]);
+    }
+
+#if QTYPE <= 1
+    // SPLITDEC: the open super-block's 32-groups [4 H, 4 H + 4), into registers free by now.
+    template <int H>
+    __device__ __forceinline__ void decode_half() {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) decode_groups<4 * H, 4 * H + 4>(blk[rr], sc[rr]);
+    }
+#endif
 
     template <int SUB>
     __device__ __forceinline__ void load(int b) {
@@ -569,8 +599,21 @@ struct Consumer {
         if (s + 2 >= j.n) return;
         if constexpr (SUB < kSteps - 2) {
             load<SUB + 2>(b);
+#if QTYPE <= 1
+            // SPLITDEC: super-block b's words are all loaded and groups 0-3 of its scales are
+            // dead, so b + 1 opens a step early and half its scale decode leaves step 2
+            if constexpr (kSplitDec && SUB == kSteps - 3)
+                if (s + 3 < j.n) {
+                    open_block(b + 1);
+                    decode_half<0>();
+                }
+#endif
         } else if constexpr (SUB == kSteps - 2) {  // step s + 2 opens super-block b + 1
-            begin_block(b + 1);
+#if QTYPE <= 1
+            if constexpr (kSplitDec) decode_half<1>();  // groups 4-7: step s dequantized the last of b's
+            else
+#endif
+                begin_block(b + 1);
             load<0>(b + 1);
         } else {
             load<1>(b + 1);
