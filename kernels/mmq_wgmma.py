@@ -138,9 +138,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                 "register-A kernel")
     if reason := persistent_reason(p):
         return reason
-    if p["RASTER"] not in (0, 1) or (p["RASTER"] and (not p["AREG"] or p["MCAST"] > 1)):
+    if p["RASTER"] not in (0, 1) or (p["RASTER"] and not p["AREG"]):
         return (f"RASTER={p['RASTER']}: 0 (token tiles fastest), or 1 (weight-row tiles fastest) with the "
-                "register-A kernel and no MCAST cluster")
+                "register-A kernel")
     if p["SPLITDEC"] not in (0, 1) or (p["SPLITDEC"] and not p["AREG"]):
         return f"SPLITDEC={p['SPLITDEC']}: 0, or 1 (the scale decode spread over two steps) with the register-A kernel"
     if p["L2PROMO"] not in L2_PROMOTIONS:

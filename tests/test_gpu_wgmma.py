@@ -72,6 +72,10 @@ MULTICAST = [
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "MCAST": 4},
     {"AREG": 1, "BM": 64, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "MCAST": 4, "SPLITK": 2},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "MCAST": 2, "X16_INPUT": 1},
+    # the cluster along x, where RASTER puts the weight-row tiles
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "MCAST": 2, "RASTER": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "MCAST": 2, "RASTER": 1, "SPLITDEC": 1,
+     "X16_INPUT": 1},
 ]
 # M = 330: 3 (BM 128) or 6 (BM 64) row tiles, so the last cluster has a CTA with no rows; K = 4096
 # wraps every ring several times, so a slot refilled before all CTAs released it shows

@@ -237,6 +237,19 @@ def test_multicast_rounds_the_grid_to_whole_clusters_and_maps_a_share(mcast, xlo
         assert device.tensor_maps == [(bound.scratch[0].ptr, T, K, 256 // mcast, 64, 2)]
 
 
+@pytest.mark.parametrize("mcast", [2, 4])
+def test_multicast_with_raster_rounds_the_row_tiles_along_x(mcast):
+    """MCAST with RASTER=1: the cluster runs along x, where the weight-row tiles are (M = 330: 3 row
+    tiles of 128, rounded up to whole clusters; T = 300: 2 token tiles of 256)."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "XLOAD": 1, "MCAST": mcast, "RASTER": 1}
+    device, _, bound = recorded_bound(params, 330, 512, 300, mcast)
+    bound.run()
+    (grid,) = [grid for name, grid, *_ in device.launches if name == "gemm"]
+    assert grid[:2] == (4, 2)
+    sass = mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass
+    assert "UBLKCP.S.G.MULTICAST" in sass
+
+
 def test_multicast_configurations_say_why_not():
     assert "MCAST=3" in why_not({"AREG": 1, "XLOAD": 1, "MCAST": 3})
     assert "XLOAD=3" in why_not({"AREG": 1, "BN": 16, "XLOAD": 3, "MCAST": 2})
@@ -417,7 +430,7 @@ def test_raster_launches_weight_row_tiles_along_x(persist):
 
 def test_raster_configurations_say_why_not():
     assert "RASTER=2" in why_not({"AREG": 1, "XLOAD": 1, "RASTER": 2})
-    assert "no MCAST" in why_not({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2})
+    assert why_not({"AREG": 1, "XLOAD": 1, "RASTER": 1, "MCAST": 2}) is None  # the cluster runs along x
     assert "register-A" in why_not({"RASTER": 1})
     assert why_not({"AREG": 1, "BN": 256, "XLOAD": 1, "RASTER": 1}) is None
 

@@ -73,6 +73,7 @@
 // RASTER = 1: the launch order runs weight-row tiles fastest (blockIdx.x is the row tile), so the
 // CTAs resident at once share a few token tiles and all of the weights, not all of the tokens and a
 // few row tiles (RASTER = 0): at large T the activations outgrow L2, the weights (33 MB) do not.
+// With MCAST the cluster runs along x then, still CTAs of one token tile and neighbouring rows.
 //
 // WREUSE = 1: a thread keeps the raw words that later steps of the super-block read again instead
 // of reloading them (q5_K: the qh word, so steps 1-3 load 8 words per thread instead of 16; q6_K: all
@@ -147,7 +148,7 @@ static_assert(PDL >= 0 && PDL <= 2 && (PDL != 1 || XLOAD != 3), "PDL 1 overlaps 
 static_assert((BN / MCAST) % 8 == 0, "each CTA's share of a chunk is whole 8-row swizzle atoms");
 static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
               "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
-static_assert(RASTER == 0 || (RASTER == 1 && MCAST == 1), "RASTER 1: weight-row tiles along x, no M cluster");
+static_assert(RASTER == 0 || RASTER == 1, "RASTER 1: weight-row tiles along x (an MCAST cluster along x too)");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
@@ -679,6 +680,8 @@ using namespace mmqrs;
 extern "C" __global__ void __launch_bounds__(kThreadsRs, MIN_BLOCKS)
 #if CLUSTER > 1
 __cluster_dims__(1, 1, CLUSTER)  // the launcher's grid has gridDim.z = CLUSTER
+#elif MCAST > 1 && RASTER
+__cluster_dims__(MCAST, 1, 1)  // weight-row tiles along x: the launcher rounds gridDim.x up to a multiple
 #elif MCAST > 1
 __cluster_dims__(1, MCAST, 1)  // the launcher rounds gridDim.y up to a multiple of MCAST
 #endif
