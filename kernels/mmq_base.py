@@ -245,6 +245,10 @@ class MMQBound:
         (then there is no reduce launch); none here."""
         return ()
 
+    def extra_args(self) -> tuple:
+        """More trailing GEMM arguments that leave the split-K reduce as it is (after split_sum_args')."""
+        return ()
+
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
     def host_activation(self, x: np.ndarray) -> np.ndarray:
         """The activation as it reaches the GPU (float32: each run() pays its conversion)."""
@@ -272,7 +276,7 @@ class MMQBound:
         self.gemm.launch(self.grid, self.block,
                          (self.w[i].ptr, *self.activation_args(), dst.ptr,
                           np.int32(wl.M), np.int32(wl.T), np.int32(wl.K),
-                          np.int64(self.row_bytes), *sum_args), self.smem)
+                          np.int64(self.row_bytes), *sum_args, *self.extra_args()), self.smem)
         if self.partial is not None and not sum_args:
             n = wl.T * wl.M
             self.reduce.launch((min(4096, math.ceil(n / 256)), 1, 1), (256, 1, 1),

@@ -24,6 +24,9 @@ the kernel:
                   its rings running on from one tile into the next (where K is split, the
                   plain grid: one tile per CTA);
                   RASTER 1 launches weight-row tiles fastest (0: token tiles fastest);
+                  STREAMK 1 (XLOAD 1/2, no split K) shares the last wave's tiles out evenly: whole
+                  tiles first, then one CTA per SM slot for the remaining (tile, super-block)
+                  units, pieces summed by the last CTA of each tile (workspace + counters);
                   SPLITDEC 1 (q4_K, q5_K) spreads the next super-block's scale decode over
                   two steps of the loop instead of one;
                   L2PROMO (XLOAD 2, a launch setting, no recompile) is the tensor map's L2
@@ -49,7 +52,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -143,6 +146,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                 "register-A kernel")
     if p["SPLITDEC"] not in (0, 1) or (p["SPLITDEC"] and not p["AREG"]):
         return f"SPLITDEC={p['SPLITDEC']}: 0, or 1 (the scale decode spread over two steps) with the register-A kernel"
+    if p["STREAMK"] not in (0, 1) or (p["STREAMK"] and (not p["AREG"] or p["XLOAD"] not in (1, 2) or p["CLUSTER"] > 1
+                                                      or p["MCAST"] > 1 or p["PERSIST"])):
+        return (f"STREAMK={p['STREAMK']}: 0, or 1 with the register-A kernel, XLOAD 1 or 2, no cluster and not "
+                "PERSIST")
     if p["L2PROMO"] not in L2_PROMOTIONS:
         return f"L2PROMO={p['L2PROMO']} is not a tensor-map L2 promotion: 2 (128 B per miss) or 3 (256 B)"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
@@ -223,12 +230,42 @@ class WgmmaBound(mmq_f16.F16Bound):
             slots = device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
                 handle["threads"], self.smem, device.info, variant.resources.get("registers", 128))
             self.grid = (min(gx * gy, slots), 1, 1)
+        self.streamk, self.sk_ctas, self.work, self.counters = bool(variant.params.get("STREAMK")), 0, None, None
+        if self.streamk and self.splitk == 1:
+            self.plan_stream_k(variant, handle)
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
             rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
             promotion = variant.params.get("L2PROMO", DEFAULTS["L2PROMO"])
             self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64, promotion)
                          for buf in rows]
+
+    def plan_stream_k(self, variant, handle: dict) -> None:
+        """STREAMK: where the tiles leave the last wave short, a 1-D grid of the whole tiles of the full
+        waves, then one CTA per SM slot (at most one per (tile, super-block) unit) for the rest;
+        a workspace slot per CTA and piece (two each), a counter per shared tile."""
+        p, wl = variant.params, self.wl
+        tiles = math.ceil(wl.T / p["BN"]) * math.ceil(wl.M / p["BM"])
+        slots = self.device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
+            handle["threads"], self.smem, self.device.info, variant.resources.get("registers", 128))
+        if tiles % slots == 0:
+            return  # whole waves: the plain grid
+        dp = tiles // slots * slots
+        units = (tiles - dp) * (wl.K // 256)
+        sk = min(slots, units)  # every sharer gets a unit at least
+        if (sk + 1) * units >= 2**31:  # the kernel shares units out in 32-bit arithmetic
+            return
+        self.sk_ctas = sk
+        self.grid = (dp + self.sk_ctas, 1, 1)
+        self.work = self.device.empty((2 * self.sk_ctas, p["BM"] * p["BN"]), np.float32)
+        self.counters = self.device.to_device(np.zeros(self.sk_ctas, np.int32))
+
+    def extra_args(self) -> tuple:
+        if not self.streamk:
+            return ()
+        if self.work is None:  # the plain grid: no workspace (null pointers)
+            return 0, 0, np.int32(0)
+        return self.work.ptr, self.counters.ptr, np.int32(self.sk_ctas)
 
     def has_pass(self) -> bool:
         return super().has_pass() and self.xload != 3  # XLOAD 3 converts in the kernel
@@ -258,8 +295,9 @@ class WgmmaBound(mmq_f16.F16Bound):
         return super().activation_args()
 
     def release(self) -> None:
-        for m in self.maps:
-            m.release()
+        for buf in [*self.maps, self.work, self.counters]:
+            if buf is not None:
+                buf.release()
         super().release()
 
 
@@ -297,7 +335,8 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
-        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC")
+        options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
+                                          "STREAMK")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

@@ -5,7 +5,7 @@ poisoned with NaN before each launch (run_once)."""
 import numpy as np
 import pytest
 
-from tests.gpu_fixtures import gpu_device, run_once  # noqa: F401  (fixture)
+from tests.gpu_fixtures import gpu_device, run_once, run_poisoned  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import SHAPES, TYPES, random_problem
 from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
 
@@ -136,13 +136,27 @@ SPLIT_DECODE = [
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "SPLITDEC": 1, "PERSIST": 1},
 ]
 SPLIT_DECODE_TYPES = ["q4_K", "q5_K"]  # (a no-op for q6_K and q8_0: nothing to split)
+# stream-K (STREAMK=1; SPLITK=1 so the launcher shares tiles out instead of splitting K): both activation
+# loads, both launch orders, BN 64 and 256
+STREAM_K = [
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "STREAMK": 1, "SPLITK": 1, "RASTER": 1,
+     "SPLITDEC": 1, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 1, "STREAMK": 1, "SPLITK": 1, "WREUSE": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1, "RASTER": 1,
+     "X16_INPUT": 1},
+]
+# (M, K, T) on 132 SMs, BN 64 / 256: 176 / 48 tiles, 4 super-blocks each, so a tile is shared by 2-3 CTAs
+# (BN 256: dp 0); 6 tiles of 16 super-blocks shared by 16 CTAs of one unit each; one super-block per tile
+# (every piece a whole tile); 132 / 36 tiles (BN 64: whole waves, the plain grid); odd M and T edges
+STREAM_K_SHAPES = [(2000, 1024, 700), (330, 4096, 300), (2000, 256, 700), (1536, 512, 704)]
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)] + [
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + ONE_HOT}
+              + RASTER + SPLIT_DECODE + STREAM_K + ONE_HOT}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -251,6 +265,37 @@ def test_wgmma_split_decode_keeps_each_group_scale(gpu_device, qtype, cfg):
     variant = mmq_wgmma.FAMILY.build(SPLIT_DECODE[cfg], qtype, gpu_device)
     shapes = PERSISTENT_SHAPES if SPLIT_DECODE[cfg].get("PERSIST") else MULTICAST_SHAPES
     check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 98], f"splitdec{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(STREAM_K)))
+def test_wgmma_stream_k_adds_every_piece_once(gpu_device, qtype, cfg):
+    """STREAMK=1: a piece added twice, lost, or summed before its CTA wrote it fails the bound; the
+    output is poisoned first, so a tile nobody stored fails too."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(STREAM_K[cfg], qtype, gpu_device)
+    check_shapes(variant, qtype, STREAM_K_SHAPES, [cfg, TYPES.index(qtype), 99], f"streamk{cfg}")
+
+
+@pytest.mark.parametrize("cfg", [0, 1])
+def test_wgmma_stream_k_gives_the_same_sum_launch_after_launch(gpu_device, cfg):
+    """STREAMK=1, one bound launched three times into a poisoned output: the same C bit for bit each
+    time (each tile's counter is back at zero after every launch, and the last CTA adds the pieces in
+    CTA order whoever it is), and it is a stream-K grid (sk_ctas > 0)."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(STREAM_K[cfg], "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 100]), "q4_K", 2000, 1024, 700)
+    bound = variant.prepare(prob)
+    try:
+        assert bound.sk_ctas > 0
+        first = run_poisoned(bound)
+        assert_f16_parity(first, prob, f"streamk{cfg} launch 1")
+        for _ in range(2):
+            np.testing.assert_array_equal(run_poisoned(bound), first)
+    finally:
+        bound.release()
 
 
 def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):

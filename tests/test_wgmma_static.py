@@ -10,7 +10,7 @@ import pytest
 from kernels import mmq_wgmma, nvcc
 from kernels import wgmma_header as gen_wgmma_header
 from tests.test_gpu_wgmma import (CLUSTER_SPLIT, CONFIGS, DEEP_RING, DEPENDENT, MULTICAST, PERSISTENT, RASTER,
-                                  SPLIT_DECODE)
+                                  SPLIT_DECODE, STREAM_K)
 
 
 H200 = {"smem_per_block_optin": 227 * 1024}
@@ -42,7 +42,7 @@ def test_generated_header_is_current():
 
 
 @pytest.mark.parametrize("params", [*CONFIGS, *DEEP_RING, *CLUSTER_SPLIT, *MULTICAST, *DEPENDENT, *PERSISTENT, *RASTER,
-                                    *SPLIT_DECODE,
+                                    *SPLIT_DECODE, *STREAM_K,
                                     *(mmq_wgmma.heuristic_params(t) for t in (16, 64, 256, 4096))])
 def test_builds_for_sm_90a_with_hgmma(params):
     compiled = mmq_wgmma.FAMILY.compile_only(params, "q4_K", "sm_90")
@@ -468,3 +468,85 @@ def test_l2_promotion_is_the_tensor_maps_and_compiles_nothing():
     assert mmq_wgmma.FAMILY.defines({**params, "L2PROMO": 3}, "q4_K") == mmq_wgmma.FAMILY.defines(params, "q4_K")
     assert "L2PROMO=1" in why_not({**params, "L2PROMO": 1})
     assert why_not({**params, "L2PROMO": 3}) is None
+
+
+STREAMK_TILE = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "RASTER": 1, "STREAMK": 1}
+
+
+@pytest.mark.parametrize("T, grid, sk", [(2048, (264, 1, 1), 132),  # 256 tiles: one whole wave, 132 sharers
+                                         (4096, (528, 1, 1), 132),  # 512 tiles: three whole waves
+                                         (1024, (132, 1, 1), 132),  # 128 tiles: no whole wave
+                                         (8448, (32, 33, 1), 0)])  # 1056 tiles = 8 waves: the plain grid
+def test_stream_k_shares_the_last_wave_out_over_every_sm(T, grid, sk):
+    """STREAMK: the grid is the whole waves' tiles plus one CTA per SM slot for the rest, with a workspace
+    slot per CTA and piece and a counter per sharer (q4_K 4096 x 14336); tiles in whole waves launch the
+    plain grid, with null workspace arguments."""
+    device, _, bound = recorded_bound(STREAMK_TILE, 4096, 14336, T, 7)
+    bound.run()
+    (launch,) = [launch for launch in device.launches if launch[0] == "gemm"]
+    _, got_grid, _, args, _ = launch
+    assert got_grid == grid and bound.sk_ctas == sk
+    assert int(args[-1]) == sk
+    if sk:
+        assert (args[-3], args[-2]) == (bound.work.ptr, bound.counters.ptr)
+        assert bound.work.array.shape == (2 * sk, 128 * 256) and bound.counters.array.tolist() == [0] * sk
+    else:
+        assert (args[-3], args[-2]) == (0, 0) and bound.work is None
+
+
+def test_stream_k_leaves_a_split_k_launch_to_its_reduce():
+    """Where K is split (few tiles: T=16), STREAMK keeps the plain split grid and its reduce launch."""
+    params = {**STREAMK_TILE, "BN": 16, "RAW": 4, "RASTER": 0, "XLOAD": 2}
+    device, _, bound = recorded_bound(params, 4096, 14336, 16, 8)
+    bound.run()
+    names = [launch[0] for launch in device.launches]
+    assert bound.splitk > 1 and bound.sk_ctas == 0 and names[-1] == "reduce"
+
+
+def stream_k_pieces(tiles: int, nsb: int, sk: int) -> dict[int, list[tuple[int, int, int]]]:
+    """The kernel's StreamK share (mmq_wgmma_rs.cu) in Python: tile -> [(CTA, first unit, units)]."""
+    units = tiles * nsb
+    start = [c * units // sk for c in range(sk + 1)]
+    pieces: dict[int, list] = {}
+    for c in range(sk):
+        u = start[c]
+        while u < start[c + 1]:
+            r, b0 = divmod(u, nsb)
+            nb = min(nsb - b0, start[c + 1] - u)
+            pieces.setdefault(r, []).append((c, b0, nb))
+            u += nb
+    return pieces
+
+
+@pytest.mark.parametrize("tiles, nsb, slots", [(124, 56, 132), (116, 56, 132), (6, 16, 132), (44, 1, 132),
+                                               (128, 56, 132), (44, 4, 132)])
+def test_stream_k_share_covers_each_tile_once_in_at_most_two_pieces_per_cta(tiles, nsb, slots):
+    """With sk = min(slots, units) (the launcher's) every sharer gets units, at most two tiles' worth, so
+    two workspace slots each; each tile's super-blocks are covered once, by consecutive CTAs."""
+    sk = min(slots, tiles * nsb)
+    pieces = stream_k_pieces(tiles, nsb, sk)
+    per_cta: dict[int, int] = {}
+    for r in range(tiles):
+        ctas = [c for c, _, _ in pieces[r]]
+        assert ctas == list(range(ctas[0], ctas[-1] + 1))  # the kernel's first .. first + count - 1
+        covered = sorted((b0, nb) for _, b0, nb in pieces[r])
+        assert [b0 for b0, _ in covered] == list(np.cumsum([0] + [nb for _, nb in covered[:-1]]))
+        assert sum(nb for _, nb in covered) == nsb
+        for c in ctas:
+            per_cta[c] = per_cta.get(c, 0) + 1
+    assert sorted(per_cta) == list(range(sk)) and max(per_cta.values()) <= 2
+
+
+def test_stream_k_compiles_to_counted_pieces_and_only_there():
+    plain = {k: v for k, v in STREAMK_TILE.items() if k != "STREAMK"}
+    counted = mmq_wgmma.FAMILY.compile_only(STREAMK_TILE, "q4_K").sass
+    assert "ATOMG.E.ADD" in counted and "BAR.SYNC.DEFER_BLOCKING 0x1, 0x100" in counted  # the consumers' own barrier
+    assert "ATOMG" not in mmq_wgmma.FAMILY.compile_only(plain, "q4_K").sass
+
+
+def test_stream_k_configurations_say_why_not():
+    assert "STREAMK=2" in why_not({**STREAMK_TILE, "STREAMK": 2})
+    assert "XLOAD 1 or 2" in why_not({**STREAMK_TILE, "BN": 16, "XLOAD": 3})
+    assert "not PERSIST" in why_not({**STREAMK_TILE, "PERSIST": 1})
+    assert "no cluster" in why_not({**STREAMK_TILE, "RASTER": 0, "MCAST": 2})
+    assert why_not(STREAMK_TILE) is None

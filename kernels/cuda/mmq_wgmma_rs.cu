@@ -81,13 +81,22 @@
 // WREUSE = 2: the same, and those words are kept spread (one code byte per f16 lane, as the dequant
 // reads them), so the steps that reuse a word do not spread it again (one PRMT per word each).
 //
+// STREAMK = 1 (XLOAD 1/2, where the launcher passes sk_ctas > 0): the last wave's tiles are shared out
+// evenly instead of leaving SMs idle (at T = 2048, 256 tiles of 128 x 256 on 132 SMs are 1.94 waves). The
+// grid is 1-D. Its first gridDim.x - sk_ctas CTAs run one whole tile each, in the launch order (RASTER's).
+// The last sk_ctas CTAs split the remaining tiles' super-blocks: CTA c gets units [c U / sk, (c + 1) U / sk)
+// of the U (tile, super-block) units, at least one and fewer than a tile's, so it holds pieces of at most two
+// tiles. Its producer and consumers run the pieces one after the other, the rings carrying on as PERSIST's do.
+// A piece that is not a whole tile goes to the CTA's slot of a workspace, and a counter per tile says who is
+// last; the last adds the pieces in CTA order (the same sum whoever is last) and stores the tile.
+//
 // SPLITDEC = 1 (q4_K, q5_K): the step that opens the next super-block (step 2 of 4) also decodes all
 // 16 of its rows' scale pairs, the heaviest step of the loop by ~80 instructions per thread; if it
 // outlasts the other warpgroup's queued wgmmas, the tensor pipe idles once per super-block. Here
 // step 1 waits for the next super-block and decodes groups 0-3 (free since step 0), step 2 groups 4-7.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -120,6 +129,9 @@
 #ifndef SPLITDEC
 #define SPLITDEC 0
 #endif
+#ifndef STREAMK
+#define STREAMK 0
+#endif
 
 using namespace mmqwg;
 
@@ -150,6 +162,8 @@ static_assert(!PERSIST || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1),
               "PERSIST: activations by the copy engine (XLOAD 1/2), no cluster");
 static_assert(RASTER == 0 || RASTER == 1, "RASTER 1: weight-row tiles along x (an MCAST cluster along x too)");
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
+static_assert(!STREAMK || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1 && !PERSIST),
+              "STREAMK: activations by the copy engine (XLOAD 1/2), no cluster, not PERSIST");
 constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
@@ -622,6 +636,12 @@ struct Consumer {
     }
 
     __device__ __forceinline__ void run(float* C) {
+        multiply();
+        finish(C);
+    }
+
+    // acc = this CTA's K range of the tile
+    __device__ __forceinline__ void multiply() {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         fence_acc(acc);
@@ -641,9 +661,12 @@ struct Consumer {
             fence_acc(acc);
             fence_regs(a0);
             fence_regs(a1);
-            // the last chunk is read too: the next tile's producer refills its slot (PERSIST)
-            if (PERSIST && lane == 0) release_x((j.g0 + j.n - 1) % STAGES);
+            // the last chunk is read too: the next tile's producer refills its slot (PERSIST, STREAMK)
+            if ((PERSIST || STREAMK) && lane == 0) release_x((j.g0 + j.n - 1) % STAGES);
         }
+    }
+
+    __device__ __forceinline__ void finish(float* C) {
 #if CLUSTER == 1
         store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
         if constexpr (MCAST > 1) cluster_sync();  // the other CTAs still arrive on this one's barriers until then
@@ -669,11 +692,139 @@ struct Consumer {
         cluster_sync();  // the other CTAs keep their shared memory until the leader has read it
 #endif
     }
+
+#if STREAMK
+    // Stream-K: acc holds this CTA's piece of a tile that the shared CTAs first .. first + count - 1 hold in
+    // pieces (me: this one's place among them); `mine` is this CTA's workspace slot for it and `slot_of(k)`
+    // that of the k-th. Publish the piece, count in; the last to arrive adds all pieces in CTA order (the
+    // same sum whoever is last) and stores the tile.
+    template <class SlotOf>
+    __device__ __forceinline__ void finish_piece(float* C, float* work, int* counter, int count, int me, int mine,
+                                                 SlotOf slot_of) {
+        if (count == 1) {  // a whole tile after all
+            store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
+            return;
+        }
+        constexpr int kSlotF4 = kConsumerThreads * BN / 8;  // [float4 i][consumer thread], as the cluster's
+        float4* const col = reinterpret_cast<float4*>(work) + threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+            col[static_cast<size_t>(mine) * kSlotF4 + i * kConsumerThreads] =
+                make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+        __threadfence();  // the piece is in L2 before the count says so
+        consumer_sync();
+        __shared__ int last;
+        if (threadIdx.x == 0) {
+            last = atomicAdd(counter, 1) == count - 1;
+            if (last) *counter = 0;  // every piece is in: ready for the next launch
+            __threadfence();
+        }
+        consumer_sync();
+        if (!last) return;
+        // every piece from L2, this CTA's too, in CTA order into acc; 8 float4 per pass over the pieces, so
+        // the loads in flight stay at 32 registers (all 32 hoisted ahead spill the accumulators)
+        constexpr int kGroup = 8;
+        static_assert((BN / 8) % kGroup == 0, "whole groups of a thread's float4");
+#pragma unroll
+        for (int i0 = 0; i0 < BN / 8; i0 += kGroup) {
+#pragma unroll 1
+            for (int k = 0; k < count; ++k) {
+                const float4* piece = col + static_cast<size_t>(k == me ? mine : slot_of(k)) * kSlotF4;
+#pragma unroll
+                for (int i = i0; i < i0 + kGroup; ++i) {
+                    const float4 v = __ldcg(piece + i * kConsumerThreads);
+                    if (k == 0) acc[4 * i] = v.x, acc[4 * i + 1] = v.y, acc[4 * i + 2] = v.z, acc[4 * i + 3] = v.w;
+                    else acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+                }
+            }
+        }
+        store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
+    }
+
+    // the consumer warps only (named barrier 1; the producer warpgroup has left by now)
+    __device__ __forceinline__ void consumer_sync() const {
+        asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+    }
+#endif
 };
+
+#if STREAMK
+// The shared part of a stream-K grid: `sk` CTAs over `units` (tile, super-block) units, `nsb` per tile.
+// (32-bit arithmetic, which inlines: a 64-bit division is a call, and the accumulators live across it
+// would spill; the launcher keeps (sk + 1) units < 2^31)
+struct StreamK {
+    int sk, nsb, units;
+    __device__ __forceinline__ int start(int c) const { return c * units / sk; }
+    // the CTA whose units hold unit u (every CTA has at least one: the launcher keeps sk <= units)
+    __device__ __forceinline__ int owner(int u) const {
+        int c = u * sk / units;
+        while (start(c + 1) <= u) ++c;
+        return c;
+    }
+    // CTA c's workspace slot for its piece of tile r: 0 for the tile its units begin in, 1 for the next
+    __device__ __forceinline__ int slot(int c, int r) const { return 2 * c + (start(c) / nsb == r ? 0 : 1); }
+};
+#endif
 
 }  // namespace mmqrs
 
 using namespace mmqrs;
+
+#if STREAMK
+// One CTA of a stream-K grid (sk_ctas > 0), both roles: a whole tile below gridDim.x - sk_ctas, else its
+// pieces of the shared tiles, one after the other. Each role takes its registers first and keeps to its own
+// branch (ptxas gives a region the setmaxnreg count that dominates it).
+__device__ __forceinline__ void run_stream_k(const Smem& sm, const uint8_t* W, const void* X, float* C, int M, int T,
+                                             int K, long long row_bytes, float* work, int* counters, int sk_ctas) {
+    const int tiles_x = (T + BN - 1) / BN, tiles_y = (M + BM - 1) / BM, nsb = K / 256;
+    const int dp = static_cast<int>(gridDim.x) - sk_ctas, c = static_cast<int>(blockIdx.x) - dp;
+    const StreamK s{sk_ctas, nsb, (tiles_x * tiles_y - dp) * nsb};
+    auto job_at = [&](int t, int b0, int nb, int g0) {  // launch-order tile t, its super-blocks [b0, b0 + nb)
+        const int tx = RASTER ? t / tiles_y : t % tiles_x, ty = RASTER ? t % tiles_y : t / tiles_x;
+        return Job{W, X, ty * BM, tx * BN, M, T, K, b0, nb * kSteps, static_cast<size_t>(row_bytes), g0, tx};
+    };
+    // the CTA's pieces: (tile relative to dp, first super-block, super-blocks, ring steps before it)
+    auto for_each_piece = [&](auto&& body) {
+        const int u1 = s.start(c + 1);
+        for (int u = s.start(c), g0 = 0; u < u1;) {
+            const int r = u / nsb, b0 = u % nsb, nb = min(nsb - b0, u1 - u);
+            body(r, job_at(dp + r, b0, nb, g0));
+            u += nb;
+            g0 += nb * kSteps;
+        }
+    };
+    if (threadIdx.x >= kConsumerThreads) {
+        if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+        const int tid = threadIdx.x - kConsumerThreads;
+        auto produce = [&](const Job& job) {
+            if (tid < kXThreads) produce_x(sm, job, tid);
+            else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0,
+                                   job.M, job.kb_begin, job.rb, job.g0 / kSteps);
+        };
+        if (c < 0) produce(job_at(static_cast<int>(blockIdx.x), 0, nsb, 0));  // a whole tile, rings from step 0
+        else for_each_piece([&](int, const Job& job) { produce(job); });
+    } else {
+        if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+        const int lane = threadIdx.x & 31, r0 = 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2);
+        if (c < 0) {
+            const Job job = job_at(static_cast<int>(blockIdx.x), 0, nsb, 0);
+            Consumer{sm, job, {}, {}, {}, {}, r0, lane & 3, lane}.run(C);
+        } else {
+            for_each_piece([&](int r, const Job& job) {
+                // (who shares the tile is worked out before the accumulators are live)
+                const int first = s.owner(r * nsb), count = s.owner((r + 1) * nsb - 1) - first + 1;
+                const int mine = s.slot(c, r);
+                Consumer cons{sm, job, {}, {}, {}, {}, r0, lane & 3, lane};
+                cons.multiply();
+                // the sharers after the first begin inside tile r (their piece 0), the first maybe before it
+                const int first_slot = s.slot(first, r);
+                cons.finish_piece(C, work, counters + r, count, c - first, mine,
+                                  [=](int k) { return k ? 2 * (first + k) : first_slot; });
+            });
+        }
+    }
+}
+#endif
 
 // Arguments as mmq_wgmma_gemm's, but X by XLOAD (see Job); kThreadsRs threads per CTA (consumers first,
 // producer last).
@@ -686,7 +837,11 @@ __cluster_dims__(MCAST, 1, 1)  // weight-row tiles along x: the launcher rounds 
 __cluster_dims__(1, MCAST, 1)  // the launcher rounds gridDim.y up to a multiple of MCAST
 #endif
 mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float* __restrict__ C, int M, int T,
-               int K, long long row_bytes) {
+               int K, long long row_bytes
+#if STREAMK
+               , float* __restrict__ work, int* __restrict__ counters, int sk_ctas  // sk_ctas 0: the plain grid
+#endif
+) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t* smem = align_smem(smem_raw);
     uint8_t* raw = smem + STAGES * kXChunk;
@@ -707,6 +862,12 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     }
     if constexpr (kInCluster) cluster_sync();  // (also: every CTA of the cluster has started)
     else __syncthreads();
+#if STREAMK
+    if (sk_ctas > 0) {
+        run_stream_k(sm, W, X, C, M, T, K, row_bytes, work, counters, sk_ctas);
+        return;
+    }
+#endif
 
     int kb_begin, kb_end;
     split_range(K / 256, kb_begin, kb_end);
