@@ -89,11 +89,14 @@
 // tiles. Its producer and consumers run the pieces one after the other, the rings carrying on as PERSIST's do.
 // A piece that is not a whole tile goes to the CTA's slot of a workspace, and a counter per tile says who is
 // last; the last adds the pieces in CTA order (the same sum whoever is last) and stores the tile.
+// Measured (docs/perf-log.md runs 47-48): 3-13 % slower. The tail fills (SMs active 97.5 % instead of 94.5 %),
+// but the shared CTAs' runtime ring offsets and workspace round trip add 5.7 % instructions, and their
+// staggered K offsets lose the L2 reuse of CTAs that walk K in step (26 % more DRAM reads).
 //
 // SPLITDEC = 1 (q4_K, q5_K): the step that opens the next super-block (step 2 of 4) also decodes all
-// 16 of its rows' scale pairs, the heaviest step of the loop by ~80 instructions per thread; if it
-// outlasts the other warpgroup's queued wgmmas, the tensor pipe idles once per super-block. Here
-// step 1 waits for the next super-block and decodes groups 0-3 (free since step 0), step 2 groups 4-7.
+// 16 of its rows' scale pairs, the heaviest step of the loop by ~80 instructions per thread. Here step 1
+// waits for the next super-block and decodes groups 0-3 (free since step 0), step 2 groups 4-7.
+// Measured (run 45): +0.3 %, the tensor pipe as idle as before (84 %): that step was not what idles it.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
 // RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK. A narrow token tile has small
@@ -694,12 +697,11 @@ struct Consumer {
     }
 
 #if STREAMK
-    // Stream-K: acc holds this CTA's piece of a tile that the shared CTAs first .. first + count - 1 hold in
-    // pieces (me: this one's place among them); `mine` is this CTA's workspace slot for it and `slot_of(k)`
-    // that of the k-th. Publish the piece, count in; the last to arrive adds all pieces in CTA order (the
-    // same sum whoever is last) and stores the tile.
+    // Stream-K: acc holds this CTA's piece of a tile that `count` shared CTAs hold in pieces; `mine` is this
+    // CTA's workspace slot for it and `slot_of(k)` the k-th sharer's. Publish the piece, count in; the last
+    // to arrive adds all pieces in CTA order (the same sum whoever is last) and stores the tile.
     template <class SlotOf>
-    __device__ __forceinline__ void finish_piece(float* C, float* work, int* counter, int count, int me, int mine,
+    __device__ __forceinline__ void finish_piece(float* C, float* work, int* counter, int count, int mine,
                                                  SlotOf slot_of) {
         if (count == 1) {  // a whole tile after all
             store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
@@ -729,7 +731,7 @@ struct Consumer {
         for (int i0 = 0; i0 < BN / 8; i0 += kGroup) {
 #pragma unroll 1
             for (int k = 0; k < count; ++k) {
-                const float4* piece = col + static_cast<size_t>(k == me ? mine : slot_of(k)) * kSlotF4;
+                const float4* piece = col + static_cast<size_t>(slot_of(k)) * kSlotF4;
 #pragma unroll
                 for (int i = i0; i < i0 + kGroup; ++i) {
                     const float4 v = __ldcg(piece + i * kConsumerThreads);
@@ -818,7 +820,7 @@ __device__ __forceinline__ void run_stream_k(const Smem& sm, const uint8_t* W, c
                 cons.multiply();
                 // the sharers after the first begin inside tile r (their piece 0), the first maybe before it
                 const int first_slot = s.slot(first, r);
-                cons.finish_piece(C, work, counters + r, count, c - first, mine,
+                cons.finish_piece(C, work, counters + r, count, mine,
                                   [=](int k) { return k ? 2 * (first + k) : first_slot; });
             });
         }
