@@ -5,6 +5,11 @@ lever in LEVERS that has one (champions.json, written by `campaign promote`), an
 to mmq_base with its per-T heuristic where no champion exists. Variants are built once per
 (family, params, qtype) and reused.
 
+Activations that arrive as float16 (a 16-bit model's) go to the f16 paths as they are: the champion
+runs with X16_INPUT=1 and no conversion pass, the wgmma kernel reading the rows by TMA (XLOAD 2)
+where its champion reads pass-tiled chunks or f32 rows -- the configuration `campaign bench`'s
+`*_x16` lines time. The int8 paths quantize from float32, so f16 input is widened for them.
+
 Per-shape levers (Lever.per_shape, e.g. adaptive_format) keep a champion per (M, K) shape as
 well: with the weight's shape, the dispatcher takes that shape's record, else the nearest
 promoted shape's (the origin says which). A composite champion (a family with `route`, e.g.
@@ -67,15 +72,30 @@ def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = N
     return "mmq_base", mmq_base.heuristic_params(T, qtype), "mmq_base heuristic (no champion)"
 
 
+def f16_input_params(family: str, params: dict) -> dict | None:
+    """The chosen kernel's parameters for float16 activations, or None where it reads float32 only."""
+    from kernels import families, mmq_f16
+
+    if not issubclass(getattr(families.get(family), "bound_class", type(None)), mmq_f16.F16Bound):
+        return None
+    params = {**params, "X16_INPUT": 1}
+    if family == "mmq_wgmma" and params.get("XLOAD") in (1, 3):  # pass-tiled chunks / f32 rows: TMA on the rows
+        params["XLOAD"] = 2
+    return params
+
+
 def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_path=None) -> np.ndarray:
-    """C[T, M] = x[T, K] . dequant(W)[M, K]^T on the GPU with the dispatcher's choice."""
+    """C[T, M] = x[T, K] . dequant(W)[M, K]^T on the GPU with the dispatcher's choice; x float32, or
+    float16 (read as it is by the f16 paths)."""
     from kernels import families
     from kernels.device import open_device
 
     device = device or open_device("cuda")
-    x = np.ascontiguousarray(x, dtype=np.float32)
     T, K = x.shape
     family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K)
+    x16 = f16_input_params(family, params) if x.dtype == np.float16 else None
+    params = x16 or params
+    x = np.ascontiguousarray(x, dtype=np.float16 if x16 else np.float32)
     key = (family, qtype, json.dumps(params, sort_keys=True))
     if key not in _built:
         _built[key] = families.get(family).build(params, qtype, device)

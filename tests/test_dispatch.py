@@ -166,3 +166,40 @@ def test_the_direct_champion_serves_its_type_at_few_tokens_and_nowhere_else(tmp_
         assert dispatch.choose("q4_K", "sm_90", T, path)[:2] == ("mmq_direct", direct)
     assert dispatch.choose("q4_K", "sm_90", 17, path)[:2] == ("mmq_wgmma", small)
     assert dispatch.choose("q5_K", "sm_90", 16, path)[:2] == ("mmq_wgmma", tiny)
+
+
+def test_f16_activations_run_the_f16_paths_as_they_are_and_widen_for_int8():
+    """float16 input: the f16 paths get X16_INPUT=1 (no conversion pass); the wgmma kernel reads the rows
+    by TMA (XLOAD 2) where its configuration reads pass-tiled chunks (1) or f32 rows (3); the int8 paths
+    read float32 (None: the dispatcher widens x)."""
+    wgmma = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "RASTER": 1}
+    assert dispatch.f16_input_params("mmq_wgmma", wgmma) == {**wgmma, "X16_INPUT": 1, "XLOAD": 2}
+    assert dispatch.f16_input_params("mmq_wgmma", {**wgmma, "BN": 16, "XLOAD": 3})["XLOAD"] == 2
+    assert dispatch.f16_input_params("mmq_wgmma", {**wgmma, "XLOAD": 2}) == {**wgmma, "XLOAD": 2, "X16_INPUT": 1}
+    direct = {"WARPS": 8, "MIN_BLOCKS": 2, "XSHARED": 8}
+    assert dispatch.f16_input_params("mmq_direct", direct) == {**direct, "X16_INPUT": 1}
+    assert dispatch.f16_input_params("mmq_f16", {"BM": 64}) == {"BM": 64, "X16_INPUT": 1}
+    assert dispatch.f16_input_params("mmq_base", mmq_base.heuristic_params(64)) is None
+
+
+def test_every_promoted_f16_path_champion_runs_on_f16_activations():
+    """Each champion in the repo's champions.json whose kernel takes f16 rows is valid with the f16-input
+    parameters the dispatcher gives it (on the H200's limits), so a 16-bit model's call never fails."""
+    import json
+    from pathlib import Path
+
+    from gates.static import DEFAULT_SMEM_OPTIN
+    from kernels import families
+
+    levers = json.loads((Path(__file__).resolve().parents[1] / "champions.json").read_text())["levers"]
+    checked = 0
+    for lever, records in levers.items():
+        for key, record in records.items():
+            params = dispatch.f16_input_params(record["family"], record["params"])
+            if params is None:
+                continue
+            qtype = key.split("/")[0]
+            why = families.get(record["family"]).invalid(params, qtype, {"smem_per_block_optin": DEFAULT_SMEM_OPTIN})
+            assert why is None, f"{lever} {key}: {why}"
+            checked += 1
+    assert checked >= 20  # the wgmma champions of every type and regime, the direct one, the f16 tiles

@@ -150,13 +150,15 @@ STREAM_K = [
 # (BN 256: dp 0); 6 tiles of 16 super-blocks shared by 16 CTAs of one unit each; one super-block per tile
 # (every piece a whole tile); 132 / 36 tiles (BN 64: whole waves, the plain grid); odd M and T edges
 STREAM_K_SHAPES = [(2000, 1024, 700), (330, 4096, 300), (2000, 256, 700), (1536, 512, 704)]
+# the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
+DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)] + [
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + ONE_HOT}
+              + RASTER + SPLIT_DECODE + STREAM_K + ONE_HOT + [DISPATCH_F16]}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -310,3 +312,21 @@ def test_wgmma_one_hot_reproduces_f16_weights(gpu_device):
                     continue
                 got = run_once(mmq_wgmma.FAMILY.build(kernel, qtype, gpu_device), prob)
                 np.testing.assert_array_equal(got, want, err_msg=f"{qtype} {kernel}")  # exact: one product per output
+
+
+def test_the_dispatcher_reads_f16_activations_as_they_are(gpu_device, tmp_path):
+    """kernels.dispatch.mmq with float16 x and a wgmma champion that reads pass-tiled chunks (XLOAD 1):
+    the call runs it on the f16 rows by TMA (X16_INPUT=1, XLOAD 2), within the f16 bound of the same x."""
+    from campaign import champions
+    from kernels import dispatch
+    from kernels.family import Problem
+
+    path = tmp_path / "champions.json"
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "RASTER": 1, "SPLITDEC": 1}
+    champions.promote("wgmma", champions.key("q4_K", gpu_device.info["arch"], "large"),
+                      {"lever": "wgmma", "family": "mmq_wgmma", "params": params,
+                       "promoted_at": "2026-12-03T00:00:00"}, path=path)
+    prob = random_problem(np.random.default_rng(101), "q4_K", 330, 1024, 300)
+    x16 = prob.x.astype(np.float16)
+    got = dispatch.mmq(prob.w_packed, "q4_K", x16, gpu_device, champions_path=path)
+    assert_f16_parity(got, Problem(prob.workload, prob.w_packed, x16.astype(np.float32)), "dispatch f16 x")
