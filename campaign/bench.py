@@ -37,6 +37,18 @@ class Line:
     lever: str | None = None  # champions of this lever are used when promoted
     extra: tuple = ()  # (param, value) pairs added to whatever configuration is chosen
     types: tuple = ()  # the quant types the family has kernels for (empty: every type)
+    f16_input: bool = False  # activations arrive as f16 (a 16-bit model's), run as the dispatcher runs them
+
+
+def line_config(line: Line, params: dict) -> dict:
+    """What the line runs for a chosen configuration: its extra parameters on top and, for an f16-input
+    line, the parameters the dispatcher gives float16 activations (kernels.dispatch.f16_input_params)."""
+    params = {**params, **dict(line.extra)}
+    if line.f16_input:
+        from kernels import dispatch
+
+        params = dispatch.f16_input_params(line.family, params) or params
+    return params
 
 
 # the lines `--lines` can name
@@ -51,10 +63,10 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          # int8 wgmma (s32.s8.s8) on Q8_1 activations: the time includes its tiled quantize pass
          "mmq_wgmma_i8": Line("mmq_wgmma_i8", "mmq_wgmma_i8", "wgmma_i8"),
          # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
-         "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", (("X16_INPUT", 1), ("XLOAD", 2))),
+         "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", f16_input=True),
          # weights straight from global memory into mma.sync fragments (q4_K, few tokens)
          "mmq_direct": Line("mmq_direct", "mmq_direct", "direct", types=("q4_K",)),
-         "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", (("X16_INPUT", 1),), types=("q4_K",)),
+         "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", types=("q4_K",), f16_input=True),
          # the unquantized anchor: bf16 weights already in memory, torch.mm alone
          "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
 
@@ -76,7 +88,7 @@ def derived_line(spec: str) -> Line:
     if not isinstance(overrides, dict):
         raise ValueError(f"--variant {spec!r}: the parameters must be a JSON object")
     line = LINES[base]
-    return Line(name, line.family, line.lever, (*line.extra, *overrides.items()), line.types)
+    return Line(name, line.family, line.lever, (*line.extra, *overrides.items()), line.types, line.f16_input)
 
 
 @dataclass
@@ -146,7 +158,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 lines = [line for line in sweep.lines if not line.types or qtype in line.types]
                 for line in lines:
                     params, origin = line_params(line, qtype, T, arch, tuned)
-                    params = {**params, **dict(line.extra)}
+                    params = line_config(line, params)
                     key = (line.family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
                         built[key] = families.get(line.family).build(params, qtype, device)

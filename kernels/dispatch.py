@@ -91,6 +91,7 @@ def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_
     from kernels.device import open_device
 
     device = device or open_device("cuda")
+    x = np.asarray(x)
     T, K = x.shape
     family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K)
     x16 = f16_input_params(family, params) if x.dtype == np.float16 else None

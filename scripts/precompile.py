@@ -54,16 +54,15 @@ def test_configs() -> dict[str, list[dict]]:
 
 def champion_configs(path=None) -> dict[str, list[dict]]:
     """Every promoted champion's configuration (what the dispatcher and the bench run), also as
-    each bench line of its lever runs it (a line's extra parameters, e.g. the f16-input line's
-    XLOAD=2)."""
+    each bench line of its lever runs it (a line's extra parameters; an f16-input line's XLOAD=2)."""
     from campaign import champions
-    from campaign.bench import LINES
+    from campaign.bench import LINES, line_config
 
     found: dict[str, list[dict]] = {}
     for lever, entries in champions.load(path)["levers"].items():
-        extras = [dict(line.extra) for line in LINES.values() if line.lever == lever and line.extra]
+        lines = [line for line in LINES.values() if line.lever == lever and (line.extra or line.f16_input)]
         for record in entries.values():
-            merge(found, {record["family"]: [record["params"], *({**record["params"], **e} for e in extras)]})
+            merge(found, {record["family"]: [record["params"], *(line_config(line, record["params"]) for line in lines)]})
     return found
 
 

@@ -22,7 +22,9 @@ def test_a_variant_line_is_its_base_line_with_the_options_on_top():
     line = bench.derived_line('x16_l2p3=mmq_wgmma_x16:{"L2PROMO": 3, "SPLITDEC": 1}')
     base = bench.LINES["mmq_wgmma_x16"]
     assert (line.name, line.family, line.lever) == ("x16_l2p3", base.family, base.lever)
-    assert dict(line.extra) == {**dict(base.extra), "L2PROMO": 3, "SPLITDEC": 1}
+    assert dict(line.extra) == {**dict(base.extra), "L2PROMO": 3, "SPLITDEC": 1} and line.f16_input
+    champion = {"AREG": 1, "BM": 128, "BN": 256, "XLOAD": 1}  # the f16 line runs it as the dispatcher would
+    assert bench.line_config(line, champion) == {**champion, "L2PROMO": 3, "SPLITDEC": 1, "XLOAD": 2, "X16_INPUT": 1}
 
 
 def test_a_variant_that_names_no_line_or_no_json_says_so():
