@@ -677,10 +677,15 @@ struct Consumer {
         // [float4 i][consumer thread]: a warp's 16-byte accesses are consecutive
         float4* part = reinterpret_cast<float4*>(sm.x) + threadIdx.x;
         const uint32_t rank = cluster_rank();
-        if (rank != 0)
+        if (rank != 0) {
+            // The other warpgroup may still multiply its last steps from the ring (it can trail by up to
+            // STAGES steps): wait for every consumer warp before overwriting it. Without this the partial
+            // sums raced that warpgroup's reads (the suspected cause of runs 19-20 and 49's unwritten tiles).
+            consumer_sync();
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
                 part[i * kConsumerThreads] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+        }
         cluster_sync();  // the partial sums are written
         if (rank == 0) {
 #pragma unroll 1
@@ -743,11 +748,12 @@ struct Consumer {
         store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
     }
 
+#endif
+
     // the consumer warps only (named barrier 1; the producer warpgroup has left by now)
     __device__ __forceinline__ void consumer_sync() const {
         asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
     }
-#endif
 };
 
 #if STREAMK
