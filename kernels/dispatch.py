@@ -73,15 +73,12 @@ def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = N
 
 
 def f16_input_params(family: str, params: dict) -> dict | None:
-    """The chosen kernel's parameters for float16 activations, or None where it reads float32 only."""
-    from kernels import families, mmq_f16
+    """The chosen kernel's parameters for float16 activations (its family's `f16_input`), or None where
+    the family reads float32 only."""
+    from kernels import families
 
-    if not issubclass(getattr(families.get(family), "bound_class", type(None)), mmq_f16.F16Bound):
-        return None
-    params = {**params, "X16_INPUT": 1}
-    if family == "mmq_wgmma" and params.get("XLOAD") in (1, 3):  # pass-tiled chunks / f32 rows: TMA on the rows
-        params["XLOAD"] = 2
-    return params
+    f16_input = getattr(families.get(family), "f16_input", None)
+    return f16_input(params) if f16_input else None
 
 
 def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_path=None) -> np.ndarray:

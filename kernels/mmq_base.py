@@ -112,6 +112,11 @@ def ctas_per_sm(n_threads: int, smem: int, device_info: dict, regs: int) -> int:
                       65536 // max(1, regs * n_threads)))
 
 
+def cta_slots(n_threads: int, smem: int, device_info: dict, regs: int) -> int:
+    """CTAs the whole GPU holds at once: SMs x ctas_per_sm."""
+    return device_info.get("sm_count", 132) * ctas_per_sm(n_threads, smem, device_info, regs)
+
+
 def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: dict, regs: int,
                   n_threads: int) -> int:
     """Split K when the (row tile x token tile) grid of CTAs (`smem` bytes each) cannot fill the GPU once.
@@ -122,7 +127,7 @@ def choose_splitk(params: dict, smem: int, M: int, T: int, K: int, device_info: 
     if p["SPLITK"]:
         return max(1, min(p["SPLITK"], K // 256))
     tiles = math.ceil(T / p["BN"]) * math.ceil(M / p["BM"])
-    slots = device_info.get("sm_count", 132) * ctas_per_sm(n_threads, smem, device_info, regs)
+    slots = cta_slots(n_threads, smem, device_info, regs)
     if tiles >= slots:
         return 1
     # fill at most one wave: a 1.2-wave grid costs two full rounds

@@ -93,6 +93,10 @@ class MMQF16Family(mmq_base.MMQFamily):
 
     bound_class = F16Bound  # the wgmma family's bound adds its activation loads
 
+    def f16_input(self, params: dict) -> dict:
+        """The parameters that run `params` on float16 activations as they arrive (no conversion pass)."""
+        return {**params, "X16_INPUT": 1}
+
     def make_bound(self, device, variant, handle: dict, problem):
         handle.setdefault("convert", handle["module"].kernel("f32_to_f16", 0))
         return self.bound_class(device, variant, handle, problem)

@@ -233,8 +233,7 @@ class WgmmaBound(mmq_f16.F16Bound):
             self.grid = (gy, gx, gz)
         if variant.params.get("PERSIST") and self.splitk == 1:  # as many CTAs as fit, looping over tiles
             gx, gy, _ = self.grid
-            slots = device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
-                handle["threads"], self.smem, device.info, variant.resources.get("registers", 128))
+            slots = mmq_base.cta_slots(handle["threads"], self.smem, device.info, variant.resources.get("registers", 128))
             self.grid = (min(gx * gy, slots), 1, 1)
         self.streamk, self.sk_ctas, self.work, self.counters = bool(variant.params.get("STREAMK")), 0, None, None
         if self.streamk and self.splitk == 1:
@@ -252,8 +251,8 @@ class WgmmaBound(mmq_f16.F16Bound):
         a workspace slot per CTA and piece (two each), a counter per shared tile."""
         p, wl = variant.params, self.wl
         tiles = math.ceil(wl.T / p["BN"]) * math.ceil(wl.M / p["BM"])
-        slots = self.device.info.get("sm_count", 132) * mmq_base.ctas_per_sm(
-            handle["threads"], self.smem, self.device.info, variant.resources.get("registers", 128))
+        slots = mmq_base.cta_slots(handle["threads"], self.smem, self.device.info,
+                                   variant.resources.get("registers", 128))
         if tiles % slots == 0:
             return  # whole waves: the plain grid
         dp = tiles // slots * slots
@@ -332,6 +331,12 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         return smem_bytes(params, qtype)
 
     bound_class = WgmmaBound
+
+    def f16_input(self, params: dict) -> dict:
+        """As the f16 path's, reading the rows by TMA (XLOAD 2) where `params` read pass-tiled chunks (1) or
+        f32 rows (3), which f16 rows cannot feed."""
+        params = super().f16_input(params)
+        return {**params, "XLOAD": 2} if params.get("XLOAD") in (1, 3) else params
 
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("XLOAD") == 1:

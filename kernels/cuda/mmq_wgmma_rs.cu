@@ -530,6 +530,13 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
 #endif
 }
 
+// The producer warpgroup's share of one job: activation warps fill the ring, raw-copy warps the raw slots.
+__device__ __forceinline__ void produce_job(const Smem& sm, const Job& job, int tid) {
+    if (tid < kXThreads) produce_x(sm, job, tid);
+    else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0, job.M,
+                           job.kb_begin, job.rb, job.g0 / kSteps);
+}
+
 struct Consumer {
     const Smem& sm;
     const Job& j;
@@ -804,13 +811,8 @@ __device__ __forceinline__ void run_stream_k(const Smem& sm, const uint8_t* W, c
     if (threadIdx.x >= kConsumerThreads) {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         const int tid = threadIdx.x - kConsumerThreads;
-        auto produce = [&](const Job& job) {
-            if (tid < kXThreads) produce_x(sm, job, tid);
-            else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0,
-                                   job.M, job.kb_begin, job.rb, job.g0 / kSteps);
-        };
-        if (c < 0) produce(job_at(static_cast<int>(blockIdx.x), 0, nsb, 0));  // a whole tile, rings from step 0
-        else for_each_piece([&](int, const Job& job) { produce(job); });
+        if (c < 0) produce_job(sm, job_at(static_cast<int>(blockIdx.x), 0, nsb, 0), tid);  // a whole tile, rings from 0
+        else for_each_piece([&](int, const Job& job) { produce_job(sm, job, tid); });
     } else {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
         const int lane = threadIdx.x & 31, r0 = 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2);
@@ -896,12 +898,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     if (threadIdx.x >= kConsumerThreads) {
         if constexpr (kMoveRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         const int tid = threadIdx.x - kConsumerThreads;
-        for (int t = t0, it = 0; t < n_tiles; t += dt, ++it) {
-            const Job job = job_of(t, it);
-            if (tid < kXThreads) produce_x(sm, job, tid);
-            else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, n / kSteps, job.W, job.row0, job.M,
-                                   job.kb_begin, job.rb, job.g0 / kSteps);
-        }
+        for (int t = t0, it = 0; t < n_tiles; t += dt, ++it) produce_job(sm, job_of(t, it), tid);
         if constexpr (CLUSTER > 1) {  // the consumers' two cluster barriers count every thread
             cluster_sync();
             cluster_sync();
