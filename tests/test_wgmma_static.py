@@ -204,8 +204,8 @@ def test_cluster_configurations_say_why_not():
     assert "CLUSTER=3" in why_not({"AREG": 1, "CLUSTER": 3})
     assert "register-A" in why_not({"CLUSTER": 2})
     assert "the cluster is the split" in why_not({"AREG": 1, "CLUSTER": 2, "SPLITK": 4})
-    for qtype in ("q4_K", "q5_K", "q6_K", "q8_0"):  # failed parity on the H200 (runs 19-20, 49)
-        assert "refused until fixed" in why_not({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}, qtype)
+    for qtype in ("q4_K", "q5_K", "q6_K", "q8_0"):  # the cluster is the split: SPLITK 0 or CLUSTER
+        assert why_not({"AREG": 1, "BN": 16, "CLUSTER": 4, "SPLITK": 4}, qtype) is None
     # BN=256 at BM=128: 128 KB of partial sums, 2 x 32 KB ring + 2 x 18 KB raw slots hold 100 KB
     assert "partial sums" in why_not({"AREG": 1, "BM": 128, "BN": 256, "STAGES": 2, "RAW": 2, "CLUSTER": 2})
 
@@ -550,3 +550,15 @@ def test_stream_k_configurations_say_why_not():
     assert "not PERSIST" in why_not({**STREAMK_TILE, "PERSIST": 1})
     assert "no cluster" in why_not({**STREAMK_TILE, "RASTER": 0, "MCAST": 2})
     assert why_not(STREAMK_TILE) is None
+
+
+def test_the_timing_probe_runs_the_loop_without_the_dequant_math():
+    """PROBE=1 hands the raw words to the wgmma: no HADD2 and no HFMA2 math left in the kernel, the loop's loads,
+    waits and wgmmas still there; only the register-A kernel has it."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2}
+    probe = mmq_wgmma.FAMILY.compile_only({**params, "PROBE": 1}, "q4_K").sass
+    real = mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass
+    assert "HADD2" in real and "HADD2" not in probe
+    assert probe.count("HFMA2") < real.count("HFMA2") // 10  # (ptxas moves constants with HFMA2.MMA)
+    assert probe.count("HGMMA") == real.count("HGMMA") and "SYNCS" in probe
+    assert "PROBE" in why_not({"PROBE": 1})

@@ -135,6 +135,11 @@
 #ifndef STREAMK
 #define STREAMK 0
 #endif
+// PROBE 1: a timing probe, not a kernel -- the raw words go to the wgmma as they are (wrong numbers; the
+// parity gate refuses it), so one profile says what the loop costs without the dequant math
+#ifndef PROBE
+#define PROBE 0
+#endif
 
 using namespace mmqwg;
 
@@ -600,8 +605,18 @@ struct Consumer {
 
     template <int SUB>
     __device__ __forceinline__ void dequant(uint32_t (&a)[4][4]) {
+#if PROBE
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+            for (int pos = 0; pos < 4; ++pos) {
+                a[pos >> 1][2 * (pos & 1) + rr] = words[rr][pos][0];
+                a[(pos >> 1) + 2][2 * (pos & 1) + rr] = words[rr][pos][0] >> 4;
+            }
+#else
         dequant_row<SUB>(a, words[0], sc[0], 0);
         dequant_row<SUB>(a, words[1], sc[1], 1);
+#endif
     }
 
     // Step s = 4 b + SUB: multiply with `cur` (dequantized before), then dequantize step s + 1
