@@ -150,6 +150,17 @@ STREAM_K = [
 # (BN 256: dp 0); 6 tiles of 16 super-blocks shared by 16 CTAs of one unit each; one super-block per tile
 # (every piece a whole tile); 132 / 36 tiles (BN 64: whole waves, the plain grid); odd M and T edges
 STREAM_K_SHAPES = [(2000, 1024, 700), (330, 4096, 300), (2000, 256, 700), (1536, 512, 704)]
+# accumulators as NSPLIT independent column blocks (n 128 / 64 / 32 / 8 per wgmma): a block's descriptor
+# offset or accumulator slice off by one block fails the bound; split K, STREAMK and the persistent loop
+# store the same slices
+NSPLIT = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "NSPLIT": 2, "PDL": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "NSPLIT": 4, "RASTER": 1, "SPLITDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "NSPLIT": 4, "PDL": 2, "WREUSE": 1},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "NSPLIT": 2},
+    {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "NSPLIT": 2, "PERSIST": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "NSPLIT": 2, "STREAMK": 1, "SPLITK": 1},
+]
 # the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
 DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
@@ -158,7 +169,7 @@ ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq 
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + ONE_HOT + [DISPATCH_F16]}
+              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + ONE_HOT + [DISPATCH_F16]}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -177,6 +188,17 @@ def check_shapes(variant, qtype: str, shapes: list, seed: list, tag: str) -> Non
     for M, K, T in shapes:
         prob = random_problem(rng, qtype, M, K, T)
         assert_f16_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} {tag}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(NSPLIT)))
+def test_wgmma_column_blocks_cover_the_tile(gpu_device, qtype, cfg):
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(NSPLIT[cfg], qtype, gpu_device)
+    shapes = STREAM_K_SHAPES if NSPLIT[cfg].get("STREAMK") else PERSISTENT_SHAPES if NSPLIT[cfg].get("PERSIST") \
+        else SHAPES
+    check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 93], f"nsplit{cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)

@@ -562,3 +562,24 @@ def test_the_timing_probe_runs_the_loop_without_the_dequant_math():
     assert probe.count("HFMA2") < real.count("HFMA2") // 10  # (ptxas moves constants with HFMA2.MMA)
     assert probe.count("HGMMA") == real.count("HGMMA") and "SYNCS" in probe
     assert "PROBE" in why_not({"PROBE": 1})
+
+
+@pytest.mark.parametrize("nsplit, width", [(2, 128), (4, 64)])
+def test_column_blocks_alternate_their_wgmmas(nsplit, width):
+    """NSPLIT column blocks: per k16 slice one wgmma per block, alternating (so no two back-to-back
+    wgmmas write the same accumulators), the same registers and no spills."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2}
+    compiled = mmq_wgmma.FAMILY.compile_only({**params, "NSPLIT": nsplit}, "q4_K")
+    ops = [line.split("HGMMA.")[1].split(",")[0] for line in compiled.sass.splitlines() if "HGMMA." in line]
+    assert ops and all(op.startswith(f"64x{width}x16.F32 ") for op in ops)
+    accs = [op.split()[1] for op in ops]
+    assert all(a != b for a, b in zip(accs, accs[1:]))  # consecutive wgmmas: different accumulator blocks
+    assert len(set(accs)) == nsplit
+    assert compiled.summary([mmq_wgmma.FAMILY.kernel_name])["spill_store_bytes"] == 0
+
+
+def test_column_blocks_must_be_wgmma_widths():
+    assert why_not({"AREG": 1, "BN": 256, "NSPLIT": 4}) is None
+    assert "not a wgmma N" in why_not({"AREG": 1, "BN": 24, "NSPLIT": 2})  # 12
+    assert "NSPLIT=3" in why_not({"AREG": 1, "BN": 48, "NSPLIT": 3})
+    assert "register-A" in why_not({"BN": 128, "NSPLIT": 2})

@@ -99,7 +99,7 @@
 // Measured (run 45): +0.3 %, the tensor pipe as idle as before (84 %): that step was not what idles it.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK, NSPLIT. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
@@ -137,6 +137,9 @@
 #endif
 // PROBE 1: a timing probe, not a kernel -- the raw words go to the wgmma as they are (wrong numbers; the
 // parity gate refuses it), so one profile says what the loop costs without the dequant math
+#ifndef NSPLIT
+#define NSPLIT 1
+#endif
 #ifndef PROBE
 #define PROBE 0
 #endif
@@ -172,7 +175,11 @@ static_assert(RASTER == 0 || RASTER == 1, "RASTER 1: weight-row tiles along x (a
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 static_assert(!STREAMK || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1 && !PERSIST),
               "STREAMK: activations by the copy engine (XLOAD 1/2), no cluster, not PERSIST");
-constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
+constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;
+// NSPLIT: the warpgroup's accumulators as NSPLIT independent column blocks of BN / NSPLIT tokens, one wgmma
+// each per k16 slice, issued alternately: back-to-back wgmmas then never wait on each other's accumulators
+constexpr int kNSplit = NSPLIT, kNBlock = BN / NSPLIT;
+static_assert(BN % (8 * NSPLIT) == 0, "NSPLIT column blocks of whole n8 tiles");  // (q6_K and q8_0 have no per-block decode to split)
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
@@ -629,7 +636,10 @@ struct Consumer {
         const uint32_t x_addr = smem_addr(sm.x) + (g % STAGES) * kXChunk;
         wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < 4; ++i) wg::wgmma_f16_rs<BN>(acc, cur[i], smem_desc(x_addr + 32 * i));
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int h = 0; h < kNSplit; ++h)  // column block h: tokens [h kNBlock, ...), 128 B per token row
+                wg::wgmma_f16_rs<kNBlock>(acc + h * (kNBlock / 2), cur[i], smem_desc(x_addr + h * kNBlock * 128 + 32 * i));
         wgmma_commit();
         wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
