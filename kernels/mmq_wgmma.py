@@ -34,6 +34,9 @@ the kernel:
                   NSPLIT 2/4 keeps a warpgroup's accumulators as 2 or 4 independent column
                   blocks, one wgmma each per k16 slice, issued alternately (no back-to-back
                   wgmmas on one accumulator);
+                  PREDEC 1 (q4_K, q5_K) has one producer warp decode each landed super-block's
+                  scales for every row of the tile into shared memory, once per CTA, where each
+                  consumer thread decoded its two rows' (four threads per row);
                   PROBE 1 is a timing probe, not a kernel: the raw words go to the wgmma
                   undequantized (wrong numbers), to profile what the loop costs without the
                   dequant math
@@ -58,7 +61,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PROBE": 0}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "PROBE": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -100,7 +103,8 @@ def smem_bytes(params: dict, qtype: str) -> int:
     bm, bn = p["BM"], p["BN"]
     raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
     if p["AREG"]:
-        return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"])
+        predec = 128 + p["RAW"] * bm * 32 if p["PREDEC"] and qtype in ("q4_K", "q5_K") else 0  # kPreDecBytes
+        return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"]) + predec
     if p["WS"]:
         return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
     return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + raw
@@ -160,6 +164,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"NSPLIT={p['NSPLIT']}: 1, or 2 or 4 accumulator column blocks with the register-A kernel"
     if p["BN"] // p["NSPLIT"] not in WGMMA_WIDTHS or p["BN"] % p["NSPLIT"]:
         return f"NSPLIT={p['NSPLIT']}: BN / NSPLIT = {p['BN'] / p['NSPLIT']:g} is not a wgmma N"
+    if p["PREDEC"] not in (0, 1) or (p["PREDEC"] and not p["AREG"]):
+        return f"PREDEC={p['PREDEC']}: 0, or 1 (the scales decoded by a producer warp) with the register-A kernel"
     if p["PROBE"] not in (0, 1) or (p["PROBE"] and not p["AREG"]):
         return f"PROBE={p['PROBE']}: 0, or 1 (the register-A kernel's timing probe: raw words, no dequant math)"
     if p["L2PROMO"] not in L2_PROMOTIONS:
@@ -351,7 +357,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
         options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
-                                          "STREAMK", "NSPLIT", "PROBE")
+                                          "STREAMK", "NSPLIT", "PREDEC", "PROBE")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

@@ -161,15 +161,28 @@ NSPLIT = [
     {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "NSPLIT": 2, "PERSIST": 1},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "NSPLIT": 2, "STREAMK": 1, "SPLITK": 1},
 ]
+# q4_K/q5_K scales decoded once per CTA by a producer warp (PREDEC; a no-op for q6_K and q8_0): BM 64 and 128
+# (2 or 4 rows per decoder lane), the scale decode split over two steps or not, split K, the persistent loop,
+# stream-K, and XLOAD 3 (one raw-copy warp beside the decoder)
+PREDEC = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "RASTER": 1, "SPLITDEC": 1,
+     "PREDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "PREDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2, "WREUSE": 1, "PREDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "PREDEC": 1},
+    {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "PERSIST": 1, "SPLITDEC": 1, "PREDEC": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1, "PREDEC": 1},
+]
 # the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
 DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
 ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq in (0, 1)] + [
     {"BM": 128, "BN": 64 if xload < 3 else 16, "AREG": 1, "XLOAD": xload} for xload in (0, 1, 2, 3)] + [
-    {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1}]
+    {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1},
+    {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1, "PREDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + ONE_HOT + [DISPATCH_F16]}
+              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + ONE_HOT + [DISPATCH_F16]}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -199,6 +212,19 @@ def test_wgmma_column_blocks_cover_the_tile(gpu_device, qtype, cfg):
     shapes = STREAM_K_SHAPES if NSPLIT[cfg].get("STREAMK") else PERSISTENT_SHAPES if NSPLIT[cfg].get("PERSIST") \
         else SHAPES
     check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 93], f"nsplit{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(PREDEC)))
+def test_wgmma_scales_decoded_by_the_producer(gpu_device, qtype, cfg):
+    """A scale slot read before its decoder wrote it, or rewritten while a consumer still reads it, gives
+    another super-block's (or garbage) scales, and the bound fails."""
+    from kernels import mmq_wgmma
+
+    variant = mmq_wgmma.FAMILY.build(PREDEC[cfg], qtype, gpu_device)
+    shapes = STREAM_K_SHAPES if PREDEC[cfg].get("STREAMK") else PERSISTENT_SHAPES if PREDEC[cfg].get("PERSIST") \
+        else SHAPES + DEEP_SHAPES
+    check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 94], f"predec{cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)

@@ -583,3 +583,26 @@ def test_column_blocks_must_be_wgmma_widths():
     assert "not a wgmma N" in why_not({"AREG": 1, "BN": 24, "NSPLIT": 2})  # 12
     assert "NSPLIT=3" in why_not({"AREG": 1, "BN": 48, "NSPLIT": 3})
     assert "register-A" in why_not({"BN": 128, "NSPLIT": 2})
+
+
+def test_the_producer_decodes_the_scales_once_per_cta():
+    """PREDEC: the consumers' per-row scale decode (4 x 8 HMUL2 per super-block and row pair, SPLITDEC's two
+    halves) leaves the consumer loop; one decoder loop (8 HMUL2) remains in the producer. q6_K and q8_0 have
+    no packed scales: the same SASS."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "SPLITDEC": 1}
+    for qtype in ("q4_K", "q5_K"):
+        plain = mmq_wgmma.FAMILY.compile_only(params, qtype).sass
+        predec = mmq_wgmma.FAMILY.compile_only({**params, "PREDEC": 1}, qtype).sass
+        assert plain.count("HMUL2") == 32 and predec.count("HMUL2") == 8, qtype
+        assert predec.count("STS.128") == plain.count("STS.128") + 2  # the decoder's two 16-byte stores per row
+    for qtype in ("q6_K", "q8_0"):
+        plain = mmq_wgmma.FAMILY.compile_only(params, qtype)
+        assert mmq_wgmma.FAMILY.compile_only({**params, "PREDEC": 1}, qtype).sass == plain.sass
+
+
+def test_predec_scale_slots_are_counted_in_shared_memory():
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2}
+    base = mmq_wgmma.smem_bytes(params, "q4_K")
+    assert mmq_wgmma.smem_bytes({**params, "PREDEC": 1}, "q4_K") == base + 128 + 2 * 128 * 32
+    assert mmq_wgmma.smem_bytes({**params, "PREDEC": 1}, "q8_0") == mmq_wgmma.smem_bytes(params, "q8_0")
+    assert "PREDEC" in why_not({"PREDEC": 1})

@@ -140,6 +140,9 @@
 #ifndef NSPLIT
 #define NSPLIT 1
 #endif
+#ifndef PREDEC
+#define PREDEC 0
+#endif
 #ifndef PROBE
 #define PROBE 0
 #endif
@@ -153,13 +156,19 @@ constexpr int kConsumerThreads = 128 * kConsumers;
 constexpr int kThreadsRs = kConsumerThreads + 128;
 constexpr bool kXByCopyEngine = XLOAD == 1 || XLOAD == 2;  // one thread issues, the bytes arrive as tx
 constexpr int kXThreads = kXByCopyEngine ? 32 : 64;          // producer threads on activations
-constexpr int kRawThreads = 128 - kXThreads;                 // producer threads on raw weight slots
+// PREDEC (q4_K, q5_K): one producer warp decodes each landed super-block's scales for the whole tile
+constexpr bool kPreDec = PREDEC && QTYPE <= 1;
+constexpr int kDecThreads = kPreDec ? 32 : 0;                 // producer threads decoding scales
+constexpr int kRawThreads = 128 - kXThreads - kDecThreads;   // producer threads on raw weight slots
 constexpr int kLag = (XSYNC && XLOAD == 0) ? STAGES - 2 : 0;  // steps xfull trails the copies (more would deadlock)
 static_assert(XLOAD >= 0 && XLOAD <= 3, "XLOAD must be 0..3");
 static_assert(XLOAD != 3 || BN <= 16, "XLOAD 3 holds two steps' f32 in the activation warps' registers");
 // 2 (STAGES + RAW) mbarriers of 8 bytes, in 256-byte units (256 for up to 16 of them)
 constexpr int kBarBytes = (16 * (STAGES + RAW) + 255) / 256 * 256;
-constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes;
+// PREDEC: RAW scale slots of BM rows x 8 (sw, -mn) pairs, after their RAW `scfull` mbarriers (128 B)
+constexpr int kScaleSlotBytes = BM * 8 * 4;
+constexpr int kPreDecBytes = kPreDec ? 128 + RAW * kScaleSlotBytes : 0;
+constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes + kPreDecBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
 static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
 static_assert(RAW >= 2 && RAW <= 8, "RAW must be 2..8");
@@ -175,11 +184,11 @@ static_assert(RASTER == 0 || RASTER == 1, "RASTER 1: weight-row tiles along x (a
 constexpr bool kInCluster = CLUSTER > 1 || MCAST > 1;
 static_assert(!STREAMK || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1 && !PERSIST),
               "STREAMK: activations by the copy engine (XLOAD 1/2), no cluster, not PERSIST");
-constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;
+constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
 // NSPLIT: the warpgroup's accumulators as NSPLIT independent column blocks of BN / NSPLIT tokens, one wgmma
 // each per k16 slice, issued alternately: back-to-back wgmmas then never wait on each other's accumulators
 constexpr int kNSplit = NSPLIT, kNBlock = BN / NSPLIT;
-static_assert(BN % (8 * NSPLIT) == 0, "NSPLIT column blocks of whole n8 tiles");  // (q6_K and q8_0 have no per-block decode to split)
+static_assert(BN % (8 * NSPLIT) == 0, "NSPLIT column blocks of whole n8 tiles");
 constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the cluster copies
 // a non-leader CTA's partial sums (BN / 2 floats per consumer thread) go where its ring and raw slots were
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
@@ -193,6 +202,8 @@ struct Smem {
     uint8_t* x;    // STAGES activation chunks
     uint8_t* raw;  // RAW raw super-block slots
     Bars* bars;
+    uint64_t* scfull;  // PREDEC: RAW mbarriers, slot b's scales are decoded
+    uint4* scales;     // PREDEC: RAW scale slots [row][2 x uint4]
 };
 
 struct Job {
@@ -542,9 +553,36 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
 #endif
 }
 
-// The producer warpgroup's share of one job: activation warps fill the ring, raw-copy warps the raw slots.
+#if QTYPE <= 1
+// PREDEC: the decoder warp turns each landed super-block's packed scales into (sw, -mn) pairs for all BM rows
+// of the slot, once per CTA instead of once per consumer thread (four threads share a row); the consumers
+// then read 8 pairs per row. The slot's previous scales were read before its raw slot was released, which
+// the refill (and so this rawfull) waits for.
+__device__ __forceinline__ void produce_scale_slots(const Smem& sm, const Job& j, int lane) {
+    for (int b = 0; b < j.n / kSteps; ++b) {
+        const int g = j.g0 / kSteps + b;
+        mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
+        const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
+        uint4* out = sm.scales + (g % RAW) * (kScaleSlotBytes / 16);
+#pragma unroll 1
+        for (int r = lane; r < BM; r += 32) {
+            uint32_t s[kScaleRegs];
+            decode_groups<0, 8>(raw_block(slot, r, j.row0, j.M, j.kb_begin + b, j.rb), s);
+            out[2 * r] = make_uint4(s[0], s[1], s[2], s[3]);
+            out[2 * r + 1] = make_uint4(s[4], s[5], s[6], s[7]);
+        }
+        mbar_arrive(&sm.scfull[g % RAW]);
+    }
+}
+#endif
+
+// The producer warpgroup's share of one job: activation warps fill the ring, raw-copy warps the raw slots,
+// (PREDEC) the last warp decodes their scales.
 __device__ __forceinline__ void produce_job(const Smem& sm, const Job& job, int tid) {
     if (tid < kXThreads) produce_x(sm, job, tid);
+#if QTYPE <= 1
+    else if (kPreDec && tid >= 128 - kDecThreads) produce_scale_slots(sm, job, tid - (128 - kDecThreads));
+#endif
     else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0, job.M,
                            job.kb_begin, job.rb, job.g0 / kSteps);
 }
@@ -556,6 +594,7 @@ struct Consumer {
     uint32_t sc[2][kScaleRegs];  // scales of the super-block being dequantized, rows g and g + 8
     StepWords words;             // raw words of the next step to dequantize (loaded a step early; WREUSE: or kept)
     const uint8_t* blk[2];       // the two rows' raw blocks of the super-block being loaded
+    const uint4* scl[2];         // PREDEC: the two rows' decoded scales of that super-block
     int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
     // The raw ring's count of super-block b of this tile (its slot and phase; PERSIST: after earlier tiles').
@@ -568,21 +607,47 @@ struct Consumer {
         const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) blk[rr] = raw_block(slot, r0 + 8 * rr, j.row0, j.M, j.kb_begin + b, j.rb);
+        if constexpr (kPreDec) {
+            mbar_wait(&sm.scfull[g % RAW], (g / RAW) & 1);
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) scl[rr] = sm.scales + (g % RAW) * (kScaleSlotBytes / 16) + 2 * (r0 + 8 * rr);
+        }
     }
 
     // Super-block b has landed: point at its rows, decode their scales.
     __device__ __forceinline__ void begin_block(int b) {
         open_block(b);
+#if QTYPE <= 1
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) group_scales<0, 8>(rr);
+#else
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) decode_scales(blk[rr], sc[rr]);
+#endif
     }
+
+#if QTYPE <= 1
+    // Row rr's (sw, -mn) of 32-groups [J0, J1): decoded here, or (PREDEC) read as the producer decoded them.
+    template <int J0, int J1>
+    __device__ __forceinline__ void group_scales(int rr) {
+        if constexpr (kPreDec) {
+#pragma unroll
+            for (int q = J0 / 4; q < J1 / 4; ++q) {
+                const uint4 v = scl[rr][q];
+                sc[rr][4 * q] = v.x, sc[rr][4 * q + 1] = v.y, sc[rr][4 * q + 2] = v.z, sc[rr][4 * q + 3] = v.w;
+            }
+        } else {
+            decode_groups<J0, J1>(blk[rr], sc[rr]);
+        }
+    }
+#endif
 
 #if QTYPE <= 1
     // SPLITDEC: the open super-block's 32-groups [4 H, 4 H + 4), into registers free by now.
     template <int H>
     __device__ __forceinline__ void decode_half() {
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) decode_groups<4 * H, 4 * H + 4>(blk[rr], sc[rr]);
+        for (int rr = 0; rr < 2; ++rr) group_scales<4 * H, 4 * H + 4>(rr);
     }
 #endif
 
@@ -843,13 +908,13 @@ __device__ __forceinline__ void run_stream_k(const Smem& sm, const uint8_t* W, c
         const int lane = threadIdx.x & 31, r0 = 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2);
         if (c < 0) {
             const Job job = job_at(static_cast<int>(blockIdx.x), 0, nsb, 0);
-            Consumer{sm, job, {}, {}, {}, {}, r0, lane & 3, lane}.run(C);
+            Consumer{sm, job, {}, {}, {}, {}, {}, r0, lane & 3, lane}.run(C);
         } else {
             for_each_piece([&](int r, const Job& job) {
                 // (who shares the tile is worked out before the accumulators are live)
                 const int first = s.owner(r * nsb), count = s.owner((r + 1) * nsb - 1) - first + 1;
                 const int mine = s.slot(c, r);
-                Consumer cons{sm, job, {}, {}, {}, {}, r0, lane & 3, lane};
+                Consumer cons{sm, job, {}, {}, {}, {}, {}, r0, lane & 3, lane};
                 cons.multiply();
                 // the sharers after the first begin inside tile r (their piece 0), the first maybe before it
                 const int first_slot = s.slot(first, r);
@@ -880,7 +945,9 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t* smem = align_smem(smem_raw);
     uint8_t* raw = smem + STAGES * kXChunk;
-    const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes)};
+    uint8_t* predec = raw + RAW * kRawWBytes + kBarBytes;  // (PREDEC only)
+    const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes), reinterpret_cast<uint64_t*>(predec),
+                  reinterpret_cast<uint4*>(predec + 128)};
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
@@ -890,6 +957,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         for (int i = 0; i < RAW; ++i) {
             mbar_init(&sm.bars->rawfull[i], kRawThreads);
             mbar_init(&sm.bars->rawempty[i], 4 * kConsumers);
+            if constexpr (kPreDec) mbar_init(&sm.scfull[i], kDecThreads);
         }
         // in a cluster the copy engine's complete_tx addresses the barriers through the cluster
         // window: make the inits visible there before any copy is issued
@@ -935,7 +1003,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         const int lane = threadIdx.x & 31;
         for (int t = t0, it = 0; t < n_tiles; t += dt, ++it) {
             const Job job = job_of(t, it);
-            Consumer c{sm, job, {}, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
+            Consumer c{sm, job, {}, {}, {}, {}, {}, 16 * static_cast<int>(threadIdx.x >> 5) + (lane >> 2), lane & 3, lane};
             c.run(C);
         }
     }
