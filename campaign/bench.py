@@ -68,7 +68,10 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          "mmq_direct": Line("mmq_direct", "mmq_direct", "direct", types=("q4_K",)),
          "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", types=("q4_K",), f16_input=True),
          # the unquantized anchor: bf16 weights already in memory, torch.mm alone
-         "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),))}
+         "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),)),
+         # the same with cuBLAS writing f32, the output the MMQ kernels write
+         "bf16_cublas_f32": Line("bf16_cublas_f32", "dequant_cublas", None,
+                                 (("dequant_each_call", False), ("gemm_out", "f32")))}
 
 
 def derived_line(spec: str) -> Line:

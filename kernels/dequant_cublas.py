@@ -8,7 +8,8 @@ All of that is timed. Not timed: the activation's float32 -> bf16 conversion, do
 prepare(), because in a real prefill the activation arrives in bf16 from the layer before.
 
     dequant_each_call=False: the unquantized anchor ("bf16 cuBLAS on an already-dequantized
-    weight"): the weight is dequantized once in prepare(); run() is torch.mm alone, bf16 out.
+    weight"): the weight is dequantized once in prepare(); run() is torch.mm alone, bf16 out
+    (gemm_out="f32": cuBLAS writes the f32 output the MMQ kernels write, no conversion pass).
 
 The PyCUDA dequant kernel writes into a torch tensor (its data_ptr): torch and PyCUDA share
 the primary context and the default stream (kernels.cuda_runtime), so no synchronization is
@@ -132,7 +133,8 @@ class DequantCublasBound:
             self.w_bf16s = [torch.empty_like(self.w_bf16) for _ in range(n)]
             for w_packed, w_bf16 in zip(self.w, self.w_bf16s):
                 self._dequant(w_packed, w_bf16.data_ptr())
-            self.out_bf16 = torch.empty((T, M), dtype=torch.bfloat16, device=tdev)
+            if self.gemm_out == "bf16":
+                self.out_bf16 = torch.empty((T, M), dtype=torch.bfloat16, device=tdev)
         self.run()  # cuBLAS handle/workspace set up outside any timed call
         device.synchronize()
 
@@ -143,7 +145,10 @@ class DequantCublasBound:
         i, torch = self.i, self.torch
         self.i = (i + 1) % len(self.w)
         if not self.dequant_each_call:
-            torch.mm(self.x[i], self.w_bf16s[i].t(), out=self.out_bf16)
+            if self.gemm_out == "f32":
+                torch.mm(self.x[i], self.w_bf16s[i].t(), out_dtype=torch.float32, out=self.out)
+            else:
+                torch.mm(self.x[i], self.w_bf16s[i].t(), out=self.out_bf16)
             return
         self._dequant(self.w[i], self.w_bf16_ptr)
         if self.out_bf16 is None:
@@ -154,7 +159,7 @@ class DequantCublasBound:
 
     def output(self) -> np.ndarray:
         self.device.synchronize()
-        if not self.dequant_each_call:
+        if not self.dequant_each_call and self.gemm_out == "bf16":
             return self.out_bf16.float().cpu().numpy()
         return self.out.cpu().numpy()
 

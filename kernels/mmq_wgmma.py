@@ -37,9 +37,9 @@ the kernel:
                   PREDEC 1 (q4_K, q5_K) has one producer warp decode each landed super-block's
                   scales for every row of the tile into shared memory, once per CTA, where each
                   consumer thread decoded its two rows' (four threads per row);
-                  PROBE 1 is a timing probe, not a kernel: the raw words go to the wgmma
-                  undequantized (wrong numbers), to profile what the loop costs without the
-                  dequant math
+                  PROBE 1 / 2 are timing probes, not kernels (wrong numbers): 1 hands the raw
+                  words to the wgmma undequantized (what the loop costs without the dequant
+                  math), 2 skips the output stores (what the epilogue costs)
 The activation format and the bound are the f16 path's (kernels/mmq_f16.py); only the kernel,
 its parameters and its shared memory differ.
 """
@@ -166,8 +166,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"NSPLIT={p['NSPLIT']}: BN / NSPLIT = {p['BN'] / p['NSPLIT']:g} is not a wgmma N"
     if p["PREDEC"] not in (0, 1) or (p["PREDEC"] and not p["AREG"]):
         return f"PREDEC={p['PREDEC']}: 0, or 1 (the scales decoded by a producer warp) with the register-A kernel"
-    if p["PROBE"] not in (0, 1) or (p["PROBE"] and not p["AREG"]):
-        return f"PROBE={p['PROBE']}: 0, or 1 (the register-A kernel's timing probe: raw words, no dequant math)"
+    if p["PROBE"] not in (0, 1, 2) or (p["PROBE"] and not p["AREG"]):
+        return (f"PROBE={p['PROBE']}: 0, or a timing probe of the register-A kernel: 1 (raw words, no dequant math) "
+                "or 2 (no output stores)")
     if p["L2PROMO"] not in L2_PROMOTIONS:
         return f"L2PROMO={p['L2PROMO']} is not a tensor-map L2 promotion: 2 (128 B per miss) or 3 (256 B)"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype), device_info)

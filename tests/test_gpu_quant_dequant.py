@@ -138,3 +138,22 @@ def test_bf16_anchor_matches_the_per_call_baseline(gpu_device, gpu_torch, qtype)
         bound.release()
     assert np.isfinite(outs[0]).all()
     np.testing.assert_array_equal(outs[0], outs[1])  # same bf16 weights, same cuBLAS bf16 GEMM
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q8_0"])
+def test_bf16_anchor_with_f32_output_matches_the_per_call_f32_baseline(gpu_device, gpu_torch, qtype):
+    """gemm_out="f32" on the anchor: cuBLAS writes f32 from the once-dequantized weight, the same product as
+    the per-call baseline's f32 GEMM, every element written."""
+    anchor = dequant_cublas.FAMILY.build({"dequant_each_call": False, "gemm_out": "f32"}, qtype, gpu_device)
+    per_call = dequant_cublas.FAMILY.build({"gemm_out": "f32"}, qtype, gpu_device)
+    rng = np.random.default_rng([TYPES.index(qtype), 32])
+    prob = real_problem(rng, qtype, 256, 1024, 64)
+    outs = []
+    for variant in (anchor, per_call):
+        bound = variant.prepare(prob)
+        bound.poison()
+        bound.run()
+        outs.append(bound.output())
+        bound.release()
+    assert np.isfinite(outs[0]).all()
+    np.testing.assert_array_equal(outs[0], outs[1])
