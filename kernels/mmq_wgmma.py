@@ -37,6 +37,9 @@ the kernel:
                   PREDEC 1 (q4_K, q5_K) has one producer warp decode each landed super-block's
                   scales for every row of the tile into shared memory, once per CTA, where each
                   consumer thread decoded its two rows' (four threads per row);
+                  BF16_OUTPUT 1 (a launch choice, like X16_INPUT) writes C as bf16 (round to
+                  nearest even), the output a 16-bit model passes on: half the bytes, each tile
+                  written once (no split K, stream-K or cluster);
                   PROBE 1 / 2 are timing probes, not kernels (wrong numbers): 1 hands the raw
                   words to the wgmma undequantized (what the loop costs without the dequant
                   math), 2 skips the output stores (what the epilogue costs)
@@ -61,7 +64,7 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "PROBE": 0}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "BF16_OUTPUT": 0, "PROBE": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -166,6 +169,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
         return f"NSPLIT={p['NSPLIT']}: BN / NSPLIT = {p['BN'] / p['NSPLIT']:g} is not a wgmma N"
     if p["PREDEC"] not in (0, 1) or (p["PREDEC"] and not p["AREG"]):
         return f"PREDEC={p['PREDEC']}: 0, or 1 (the scales decoded by a producer warp) with the register-A kernel"
+    if p["BF16_OUTPUT"] not in (0, 1) or (p["BF16_OUTPUT"] and (not p["AREG"] or p["STREAMK"] or p["CLUSTER"] > 1
+                                                                 or p["SPLITK"] > 1)):
+        return (f"BF16_OUTPUT={p['BF16_OUTPUT']}: 0, or 1 with the register-A kernel and each tile written once "
+                "(no STREAMK, CLUSTER or SPLITK > 1)")
     if p["PROBE"] not in (0, 1, 2) or (p["PROBE"] and not p["AREG"]):
         return (f"PROBE={p['PROBE']}: 0, or a timing probe of the register-A kernel: 1 (raw words, no dequant math) "
                 "or 2 (no output stores)")
@@ -250,11 +257,25 @@ class WgmmaBound(mmq_f16.F16Bound):
         if self.streamk and self.splitk == 1:
             self.plan_stream_k(variant, handle)
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
+        if variant.params.get("BF16_OUTPUT"):
+            self.out.release()
+            self.out = device.empty((self.wl.T, self.wl.M), "bf16")
         if self.xload == 2:  # one map per f16 buffer the kernel reads: the pass's, or each input copy's
             rows = [self.scratch[0]] if not self.x16_input else self.x  # (a box is one CTA's share)
             promotion = variant.params.get("L2PROMO", DEFAULTS["L2PROMO"])
             self.maps = [device.tensor_map_f16(buf, self.wl.T, self.wl.K, self.tile_n // mcast, 64, promotion)
                          for buf in rows]
+
+    def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
+        if params.get("BF16_OUTPUT"):  # the tile's CTA writes its bf16 outputs itself: no partial sums
+            return 1
+        return super().choose_split(params, registers, n_threads)
+
+    def output(self) -> np.ndarray:
+        out = super().output()
+        if out.dtype == np.uint16:  # BF16_OUTPUT: bf16 bits, widened exactly
+            return (out.astype(np.uint32) << 16).view(np.float32)
+        return out
 
     def plan_stream_k(self, variant, handle: dict) -> None:
         """STREAMK: where the tiles leave the last wave short, a 1-D grid of the whole tiles of the full
@@ -358,7 +379,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
         options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
-                                          "STREAMK", "NSPLIT", "PREDEC", "PROBE")
+                                          "STREAMK", "NSPLIT", "PREDEC", "BF16_OUTPUT", "PROBE")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

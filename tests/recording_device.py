@@ -25,8 +25,8 @@ class RecordingDevice:
     def to_device(self, array):
         return self._buffer(np.asarray(array))
 
-    def empty(self, shape, dtype):
-        return self._buffer(np.empty(shape, dtype))
+    def empty(self, shape, dtype):  # 'bf16' is uint16 bits, as on the device
+        return self._buffer(np.empty(shape, np.uint16 if dtype == "bf16" else dtype))
 
     def kernel(self, name: str, smem: int = 0) -> SimpleNamespace:  # a Module's kernel(name, smem) too
         return SimpleNamespace(launch=lambda *launch: self.launches.append((name, *launch)))

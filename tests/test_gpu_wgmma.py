@@ -5,6 +5,7 @@ poisoned with NaN before each launch (run_once)."""
 import numpy as np
 import pytest
 
+from kernels.family import Problem
 from tests.gpu_fixtures import gpu_device, run_once, run_poisoned  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import SHAPES, TYPES, random_problem
 from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
@@ -173,6 +174,14 @@ PREDEC = [
     {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "PERSIST": 1, "SPLITDEC": 1, "PREDEC": 1},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1, "PREDEC": 1},
 ]
+# C written as bf16 (BF16_OUTPUT): the huge tile (RASTER, SPLITDEC, PREDEC), the persistent loop, a narrow tile
+# on shapes where the plain launcher would split K (the bf16 kernel does not), f16 input by TMA
+BF16_OUT = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "RASTER": 1, "SPLITDEC": 1},
+    {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "PERSIST": 1},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2, "WREUSE": 1},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "X16_INPUT": 1, "RASTER": 1, "PREDEC": 1},
+]
 # the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
 DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
@@ -182,7 +191,7 @@ ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq 
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1, "PREDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + ONE_HOT + [DISPATCH_F16]}
+              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + BF16_OUT + [{**c, "BF16_OUTPUT": 1} for c in BF16_OUT] + ONE_HOT + [DISPATCH_F16]}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -225,6 +234,33 @@ def test_wgmma_scales_decoded_by_the_producer(gpu_device, qtype, cfg):
     shapes = STREAM_K_SHAPES if PREDEC[cfg].get("STREAMK") else PERSISTENT_SHAPES if PREDEC[cfg].get("PERSIST") \
         else SHAPES + DEEP_SHAPES
     check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 94], f"predec{cfg}")
+
+
+def bf16_rne(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 (round to nearest even) -> float32, for finite x."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(BF16_OUT)))
+def test_wgmma_bf16_output_is_the_f32_output_rounded(gpu_device, qtype, cfg):
+    """BF16_OUTPUT changes only the epilogue: every output is the same kernel's f32 output rounded to nearest
+    even, bit for bit (the same accumulation: the f32 kernel without split K), and none is left unwritten."""
+    from kernels import mmq_wgmma
+
+    f32 = mmq_wgmma.FAMILY.build({**BF16_OUT[cfg], "SPLITK": 1}, qtype, gpu_device)
+    bf16 = mmq_wgmma.FAMILY.build({**BF16_OUT[cfg], "BF16_OUTPUT": 1}, qtype, gpu_device)
+    rng = np.random.default_rng([cfg, TYPES.index(qtype), 95])
+    shapes = PERSISTENT_SHAPES if BF16_OUT[cfg].get("PERSIST") else SHAPES + DEEP_SHAPES
+    for M, K, T in shapes:
+        prob = random_problem(rng, qtype, M, K, T)
+        if BF16_OUT[cfg].get("X16_INPUT"):
+            prob = Problem(prob.workload, prob.w_packed, prob.x.astype(np.float16).astype(np.float32))
+        got, want = run_once(bf16, prob), run_once(f32, prob)
+        assert not np.isnan(got).any(), f"{qtype} {M}x{K}x{T}: unwritten outputs"
+        np.testing.assert_array_equal(got, bf16_rne(want), err_msg=f"{qtype} {M}x{K}x{T} cfg {cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)

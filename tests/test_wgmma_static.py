@@ -606,3 +606,21 @@ def test_predec_scale_slots_are_counted_in_shared_memory():
     assert mmq_wgmma.smem_bytes({**params, "PREDEC": 1}, "q4_K") == base + 128 + 2 * 128 * 32
     assert mmq_wgmma.smem_bytes({**params, "PREDEC": 1}, "q8_0") == mmq_wgmma.smem_bytes(params, "q8_0")
     assert "PREDEC" in why_not({"PREDEC": 1})
+
+
+def test_bf16_output_is_written_once_per_tile_in_half_the_bytes():
+    """BF16_OUTPUT: a bf16 [T, M] output (2 bytes per element), no split K even where the plain launcher would
+    split (the tile's CTA writes its outputs itself), 16-bit stores in the SASS; refused where a tile is
+    written in pieces."""
+    params = {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2}
+    _, _, plain = recorded_bound(params, 4096, 4096, 64, 5)
+    device, _, bf16 = recorded_bound({**params, "BF16_OUTPUT": 1}, 4096, 4096, 64, 5)
+    assert plain.splitk > 1 and plain.out.array.dtype == np.float32
+    assert bf16.splitk == 1 and bf16.partial is None and bf16.out.array.dtype == np.uint16
+    bf16.run()
+    (_, grid, _, args, _), = [launch for launch in device.launches if launch[0].startswith("gemm")]
+    assert grid[2] == 1 and args[2] == bf16.out.ptr
+    sass = mmq_wgmma.FAMILY.compile_only({**params, "BF16_OUTPUT": 1}, "q4_K").sass
+    assert "STG.E.U16" in sass and "STG.E.U16" not in mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass
+    for bad in ({"STREAMK": 1, "XLOAD": 1}, {"CLUSTER": 2, "BN": 16}, {"SPLITK": 2}):
+        assert "BF16_OUTPUT" in why_not({**params, **bad, "BF16_OUTPUT": 1})

@@ -7,6 +7,7 @@
 //   activation chunk: BN token rows x 128 B; weight (A) chunk: BM rows x 128 B, both swizzled;
 //   raw slot: one 256-k super-block of BM weight rows (kRawStride bytes each), read by 4 steps.
 #pragma once
+#include <cuda_bf16.h>
 #include "mmq_core.cuh"
 #include "dequant16.cuh"
 #include "wgmma_ops.cuh"
@@ -151,6 +152,25 @@ __device__ __forceinline__ void mma_step(float (&acc)[BN / 2], uint32_t a_addr, 
     for (int k16 = 0; k16 < 4; ++k16)  // +32 bytes along the swizzled row per k16
         wg::wgmma_f16<BN>(acc, smem_desc(a_addr + 32 * k16), smem_desc(x_addr + 32 * k16));
     wgmma_commit();
+}
+
+// The same as bf16 bits (round to nearest even), C [T, M] written once (no split K): the output a 16-bit model
+// passes on, half the bytes of f32.
+__device__ __forceinline__ void store_tile_bf16(const float (&acc)[BN / 2], uint16_t* C, int M, int T, int row0,
+                                                int tok0) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = row0 + 16 * warp + (lane >> 2);
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+        const int t = tok0 + 8 * i + 2 * (lane & 3);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // tokens t and t + 1; rows r and r + 8
+            if (t + h >= T) continue;
+            uint16_t* o = C + static_cast<size_t>(t + h) * M;
+            if (r < M) o[r] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + h]));
+            if (r + 8 < M) o[r + 8] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + 2 + h]));
+        }
+    }
 }
 
 // Consumer warps' accumulators (rows 16 warp + g (+8), tokens 8 i + 2 tq (+1)) to C.
