@@ -9,8 +9,8 @@ tokens), activation ring depth (up to 16 steps ahead where the chunks are small)
 slots, activation load, CTAs per SM (MIN_BLOCKS: at small T a 16-token tile needs few
 registers, and two CTAs per SM hide more latency), cluster size (1: split-K, where the grid is
 short of a wave, is chosen at launch and reduced by a second kernel; 2/4, K split over a cluster
-that adds its partial sums in distributed shared memory, is refused since run 49: a tile left
-unwritten on the H200), activation multicast
+that adds its partial sums in distributed shared memory, builds and passes parity since run 52 but is
+not searched: it never won a study), activation multicast
 (MCAST 2/4 CTAs along M share each activation chunk, one copy from L2 for all of them), and
 whether the GEMM is a programmatic dependent launch of its activation pass (PDL), whether
 q5_K/q6_K threads keep raw words that later steps read again (WREUSE), and whether one CTA per
@@ -37,8 +37,8 @@ LEVER = Lever(
         "RAW": [2, 3, 4, 5, 6],
         "XLOAD": [1, 2, 3],
         "MIN_BLOCKS": [1, 2],
-        # K split over a thread-block cluster, summed in distributed shared memory: 2 and 4 are refused
-        # (kernels/mmq_wgmma.py cluster_reason: an unwritten tile on the H200, runs 19-20 and 49)
+        # K split over a thread-block cluster, summed in distributed shared memory: 2 and 4 build (their race,
+        # the unwritten tiles of runs 19-20 and 49, fixed in run 52) but are not searched: they never won a study
         "CLUSTER": [1],
         "MCAST": [1, 2, 4],  # CTAs along M that share one multicast copy of each activation chunk
         "PDL": [0, 1, 2],  # GEMM starts while its pass runs (programmatic dependent launch); 2: the reduce too

