@@ -61,5 +61,7 @@ def test_precompile_adds_every_champion_as_each_bench_line_of_its_lever_runs_it(
     tile = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
     champions.promote("wgmma", champions.key("q4_K", "sm_90", "large"), {"family": "mmq_wgmma", "params": tile}, path)
     found = precompile.champion_configs(path)
-    assert found == {"mmq_wgmma": [tile, {**tile, "X16_INPUT": 1, "XLOAD": 2}]}  # mmq_wgmma and mmq_wgmma_x16
+    x16 = {**tile, "X16_INPUT": 1, "XLOAD": 2}
+    # mmq_wgmma, mmq_wgmma_x16 and mmq_wgmma_16 (f16 in, bf16 out)
+    assert found == {"mmq_wgmma": [tile, x16, {**x16, "BF16_OUTPUT": 1}]}
 
