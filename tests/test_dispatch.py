@@ -1,7 +1,12 @@
 """The dispatcher's choice (no GPU needed): champion of the most specialised lever for the
 (qtype, arch, T regime), else mmq_base's heuristic."""
+import sys
+
+import numpy as np
+import pytest
+
 from campaign import champions
-from kernels import dispatch, mmq_base
+from kernels import dispatch, mmq_base, quant
 
 
 def _promote(path, lever, family, qtype, regime, params):
@@ -203,3 +208,33 @@ def test_every_promoted_f16_path_champion_runs_on_f16_activations():
             assert why is None, f"{lever} {key}: {why}"
             checked += 1
     assert checked >= 20  # the wgmma champions of every type and regime, the direct one, the f16 tiles
+
+
+def test_kernels_mmq_is_the_dispatcher():
+    import kernels
+
+    assert kernels.mmq is dispatch.mmq
+    with pytest.raises(AttributeError, match="no attribute 'mmqq'"):
+        kernels.mmqq  # noqa: B018
+
+
+def test_kernels_mmq_without_a_gpu_says_so(monkeypatch):
+    """On a CPU-only machine the user's call stops with the one-line NoGPUError, not a traceback from PyCUDA."""
+    import builtins
+
+    import kernels
+    from campaign.errors import NoGPUError
+
+    real_import = builtins.__import__
+
+    def no_pycuda(name, *args, **kwargs):
+        if name.startswith("pycuda"):
+            raise ImportError("No module named 'pycuda'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pycuda)
+    monkeypatch.delitem(sys.modules, "kernels.cuda_runtime", raising=False)
+    monkeypatch.delattr(kernels, "cuda_runtime", raising=False)
+    w = quant.get("q4_K").quantize( np.random.default_rng(0).standard_normal((32, 256)).astype(np.float32))
+    with pytest.raises(NoGPUError, match="GPU"):
+        kernels.mmq(w, "q4_K", np.ones((4, 256), np.float32))
