@@ -24,6 +24,10 @@ Parameters (compile time unless said):
               first weights while the pass runs; 2: the split-K reduce is a dependent of the GEMM too
   FIXUP       0: a split K's partial sums are added by the reduce kernel; 1: by the last CTA of each tile to
               finish (a per-tile arrival counter, reset by that CTA), in the reduce kernel's order: no reduce launch
+  MINSUM      1: the weight mins leave the dequant (one HFMA2 per weight pair instead of an HSUB2 and an
+              HFMA2) and come back as a rank-1 term: -mn_j times the per-32 activation sums, which the
+              pass writes beside the f16 rows (f32_to_f16_sums; hi + lo f16 halves of the f32 sum), one more
+              mma per super-block and 8 tokens. Needs the pass (not X16_INPUT) and |d sc| < 64
   SPLITK      launch time; 0: chosen to fill one wave
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
@@ -35,16 +39,18 @@ from pathlib import Path
 import numpy as np
 
 from kernels import mmq_base, mmq_f16
+from kernels.mmq_f16 import CONVERT_THREADS
 
 MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
 TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP")
+            "FIXUP": 0, "MINSUM": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
+MINSUM_MAX_D = 64 / 63  # MINSUM: -1024 f16(d sc) is finite in f16 for every 6-bit sc while |d| < 64 / 63
 
 
 def full_params(params: dict) -> dict:
@@ -86,6 +92,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"XSHARED={p['XSHARED']}: 0, or 1..16 super-blocks with a RING and XAHEAD 0"
     if p["FIXUP"] not in (0, 1):
         return f"FIXUP={p['FIXUP']} is not 0 (the reduce kernel) or 1 (the last CTA of a tile)"
+    if p["MINSUM"] not in (0, 1) or (p["MINSUM"] and p.get("X16_INPUT", 0)):
+        return f"MINSUM={p['MINSUM']}: 0, or 1 with the f32 -> f16 pass (it writes the activation sums; not X16_INPUT)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
@@ -101,6 +109,9 @@ class DirectBound(mmq_f16.F16Bound):
         return max(super().choose_split(params, registers, n_threads), min_split(params, self.wl.K))
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
+        self.minsum = bool(variant.params.get("MINSUM", 0))
+        if self.minsum:
+            check_minsum_scales(problem.w_packed)
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
@@ -110,6 +121,24 @@ class DirectBound(mmq_f16.F16Bound):
 
     def split_sum_args(self) -> tuple:
         return (self.out.ptr, self.counters.ptr) if self.counters is not None else ()
+
+    # MINSUM: the pass also writes the per-32 activation sums, the GEMM's last argument
+    def alloc_activation(self, T: int, K: int) -> list:
+        rows = super().alloc_activation(T, K)
+        return [*rows, self.device.empty((T, K // 16), np.float16)] if self.minsum else rows
+
+    def activation_pass(self, x) -> None:
+        if not self.minsum:
+            return super().activation_pass(x)
+        n4 = self.wl.T * self.wl.K // 4
+        self.handle["convert_sums"].launch((min(8192, -(-n4 // CONVERT_THREADS)), 1, 1), (CONVERT_THREADS, 1, 1),
+                                           (x.ptr, self.scratch[0].ptr, self.scratch[1].ptr, np.int64(n4)), 0)
+
+    def activation_args(self) -> tuple:
+        return (self.scratch[0].ptr,) if self.minsum else super().activation_args()
+
+    def extra_args(self) -> tuple:
+        return (self.scratch[1].ptr,) if self.minsum else ()
 
     def release(self) -> None:
         super().release()
@@ -141,8 +170,26 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)
 
+    def f16_input(self, params: dict) -> dict:
+        """f16 activations have no pass to write MINSUM's sums: they run the kernel with the min in the dequant."""
+        return {**super().f16_input(params), "MINSUM": 0}
+
+    def make_bound(self, device, variant, handle: dict, problem):
+        if variant.params.get("MINSUM"):
+            handle.setdefault("convert_sums", handle["module"].kernel("f32_to_f16_sums", 0))
+        return super().make_bound(device, variant, handle, problem)
+
     def precompile_configs(self) -> list[dict]:
         return [DEFAULTS, heuristic_params(16)]
+
+
+def check_minsum_scales(w_packed: np.ndarray) -> None:
+    """MINSUM's dequant adds -1024 f16(d sc), finite only while |d| < 64/63: a clear error, not NaN outputs."""
+    d = np.ascontiguousarray(w_packed.reshape(w_packed.shape[0], -1, 144)[..., :2]).view(np.float16)
+    largest = float(np.abs(d.astype(np.float32)).max(initial=0.0))
+    if not largest < MINSUM_MAX_D:
+        raise ValueError(f"mmq_direct MINSUM=1: a q4_K super-block scale d = {largest:g} >= {MINSUM_MAX_D:.4f} "
+                         "overflows its -1024 d sc offset in f16; run this weight with MINSUM=0")
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:

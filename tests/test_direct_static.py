@@ -116,6 +116,8 @@ def test_other_spill_free_configurations_compile(params):
     ({"XSHARED": 17, "RING": 2, "XAHEAD": 0}, "q4_K", "XSHARED=17"),
     ({"XSHARED": 16, "RING": 2, "XAHEAD": 0, "WARPS": 24}, "q4_K", "shared memory"),
     ({"FIXUP": 2}, "q4_K", "FIXUP=2"),
+    ({"MINSUM": 2}, "q4_K", "MINSUM=2"),
+    ({"MINSUM": 1, "X16_INPUT": 1}, "q4_K", "not X16_INPUT"),  # f16 rows in: no pass writes the sums
 ])
 def test_invalid_configurations_say_why(params, qtype, words):
     assert words in mmq_direct.invalid_reason(params, qtype)
@@ -201,3 +203,61 @@ def test_the_last_cta_of_a_tile_sums_the_splits_without_a_reduce_launch():
     assert (before + after)["HMMA"] == 32 and sum((before + after).values()) <= 430
     ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
     assert ops["ATOMG"] + ops.get("RED", 0) >= 1 and ops["LDG"] >= 16
+
+
+TINY = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8}  # the T <= 16 champion's shape
+
+
+@pytest.mark.parametrize("params, most", [(TINY, 375), ({"WARPS": 4, "MIN_BLOCKS": 4, "RING": 2, "XAHEAD": 0, "MT": 2}, 720),
+                                          (REGISTER_PREFETCH, 2 * 360)])
+def test_minsum_takes_the_min_out_of_the_dequant(params, most):
+    """MINSUM=1: per m16 tile and super-block the same 64 HFMA2 (one per weight pair, now on 1024 + q) and two
+    more HMMA (the rank-1 min term, one per token half), but the HSUB2 (an HADD2 in SASS) that turned each nibble
+    pair into f16 is gone: at most 10 HADD2 left per tile (the scale and min decode), against 80 without it, and
+    fewer instructions in all, spill-free. MINSUM=0 compiles the loop it had."""
+    def loop_of(minsum):
+        built = mmq_direct.FAMILY.compile_only({**params, "MINSUM": minsum}, "q4_K")
+        assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+        before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+        return before + after, built
+
+    plain, _ = loop_of(0)
+    minsum, built = loop_of(1)
+    tiles = plain["HMMA"] // 32  # m16 tiles x super-blocks per trip
+    assert minsum["HMMA"] == plain["HMMA"] + 2 * tiles and minsum["HFMA2"] == plain["HFMA2"] == 64 * tiles
+    assert plain["HADD2"] == 80 * tiles and minsum["HADD2"] <= 10 * tiles, (plain["HADD2"], minsum["HADD2"])
+    assert sum(minsum.values()) <= most < sum(plain.values()), (sum(minsum.values()), sum(plain.values()))
+    sums = nvcc.sass_opcodes(built.sass, "f32_to_f16_sums")  # the pass: a butterfly of 3 shuffles per sub-block
+    assert sums["SHFL"] >= 3 and sums["F2FP"] >= 2 and sums["STG"] >= 3
+
+
+def test_minsum_launches_the_sums_pass_and_hands_its_sums_to_the_gemm():
+    """On a RecordingDevice: MINSUM=1 runs f32_to_f16_sums (x, the f16 rows, a [T, K/16] f16 buffer of hi and lo
+    sums, n4) instead of f32_to_f16, and the GEMM, still its dependent launch, gets the rows as its activations and
+    the sums as its last argument; a weight whose d would overflow the -1024 d sc offset is refused before any launch."""
+    import numpy as np
+
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 512, 2048, 16
+    rng = np.random.default_rng(11)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    device, bound = recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, problem, 84)
+    rows, sums = bound.scratch
+    assert rows.array.shape == (T, K) and rows.array.dtype == np.float16
+    assert sums.array.shape == (T, K // 16) and sums.array.dtype == np.float16
+    bound.run()
+    (pass_name, _, _, pass_args, _), (gemm_name, _, _, gemm_args, _) = device.launches[:2]
+    assert (pass_name, gemm_name) == ("f32_to_f16_sums", "mmq_direct_gemm (dependent)")
+    assert pass_args == (bound.x[0].ptr, rows.ptr, sums.ptr, T * K // 4)
+    assert gemm_args[1] == rows.ptr and gemm_args[-1] == sums.ptr
+
+    assert mmq_direct.FAMILY.f16_input({**TINY, "MINSUM": 1})["MINSUM"] == 0  # f16 rows in: the min in the dequant
+    big = problem.w_packed.copy()
+    big.reshape(M, -1, 144)[3, 5, :2] = np.frombuffer(np.float16(1.5).tobytes(), np.uint8)  # d = 1.5
+    with pytest.raises(ValueError, match="MINSUM=0"):
+        recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, Problem(problem.workload, big, problem.x), 84)
+    recorded_bound(mmq_direct.FAMILY, TINY, Problem(problem.workload, big, problem.x), 84)  # MINSUM=0 runs it

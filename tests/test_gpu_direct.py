@@ -6,6 +6,8 @@ by element (its output is the weight column itself, exact f16 codes)."""
 import numpy as np
 import pytest
 
+from kernels import quant
+
 from tests.gpu_fixtures import gpu_device, run_once, run_poisoned  # noqa: F401  (fixture)
 from tests.test_gpu_mmq import random_problem
 from tests.test_gpu_mmq_f16 import assert_f16_parity, one_hot_problem
@@ -45,7 +47,14 @@ CONFIGS = [
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "FIXUP": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "FIXUP": 1, "SPLITK": 5},
     {"WARPS": 2, "MIN_BLOCKS": 8, "PDL": 1, "RING": 2, "XAHEAD": 0, "MT": 2, "FIXUP": 1, "X16_INPUT": 1},
+    # the mins as a rank-1 term on the pass's activation sums (MINSUM): staged activations, the register path,
+    # 32-row warps with a split, the last CTA's split sum
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "MINSUM": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "MINSUM": 1},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "FIXUP": 1, "MINSUM": 1},
 ]
+MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
@@ -63,14 +72,59 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17, 18, 19, 20, 21])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17, 18, 19, 20, 21, *MINSUM_CONFIGS])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
-    """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k)."""
+    """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k).
+    MINSUM: f16(q sw) - mn instead (the min comes from the rank-1 term on the one sum that is 1: a sum on the
+    wrong sub-block or token shows as a wrong min, element by element)."""
     from kernels import mmq_direct
 
     variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
-    prob, want = one_hot_problem(np.random.default_rng([cfg, 98]), "q4_K", M=200, K=256, T=256, deq=1)
+    prob, want = one_hot_problem(np.random.default_rng([cfg, 98]), "q4_K", M=200, K=256 * 3, T=256, deq=1)
+    if CONFIGS[cfg].get("MINSUM"):
+        want = minsum_dequantize(prob.w_packed)[:, prob.x.argmax(axis=1)].T
     np.testing.assert_array_equal(run_once(variant, prob), want)
+
+
+def minsum_dequantize(packed: np.ndarray) -> np.ndarray:
+    """MINSUM's weights as a one-hot row sees them: f16(q sw16), rounded once, minus mn16, exact in f32."""
+    form = quant.get("q4_K").decompose(packed)
+    sw = np.repeat(form.scale.astype(np.float16), form.group, axis=1).astype(np.float64)
+    mn = np.repeat(form.minv.astype(np.float16), form.group, axis=1).astype(np.float64)
+    return ((form.q * sw).astype(np.float16).astype(np.float64) - mn).astype(np.float32)
+
+
+def emulated_sums(x: np.ndarray) -> np.ndarray:
+    """f32_to_f16_sums' sums buffer [T, K/16] from x [T, K]: per 32-k sub-block, 8 lanes' f32 sums of their 4
+    rounded values ((a + b) + (c + d)) added in the butterfly xor 4, 2, 1, as hi = f16(S), lo = f16(S - hi), stored
+    per pair of sub-blocks as (hi even, hi odd, lo even, lo odd)."""
+    v = x.astype(np.float16).astype(np.float32).reshape(x.shape[0], -1, 8, 4)
+    s = (v[..., 0] + v[..., 1]) + (v[..., 2] + v[..., 3])
+    for step in (4, 2, 1):
+        s = s + s[..., np.arange(8) ^ step]
+    total = s[..., 0]
+    hi = total.astype(np.float16)
+    lo = (total - hi.astype(np.float32)).astype(np.float16)
+    pairs = np.stack([hi[:, 0::2], hi[:, 1::2], lo[:, 0::2], lo[:, 1::2]], axis=-1)
+    return pairs.reshape(x.shape[0], -1)
+
+
+def test_the_minsum_pass_writes_the_rows_and_sums_bit_for_bit(gpu_device):
+    """The pass's two outputs, poisoned first, against the numpy emulation of the same rounding and order: every
+    f16 row value and every hi and lo sum, at T = 67 (tokens in several grid-stride trips) and K = 6144."""
+    from kernels import mmq_direct
+
+    variant = mmq_direct.FAMILY.build(CONFIGS[MINSUM_CONFIGS[0]], "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng(95), "q4_K", 256, 6144, 67)
+    bound = variant.prepare(prob)
+    try:
+        rows, sums = bound.scratch
+        gpu_device.fill_nan(rows), gpu_device.fill_nan(sums)
+        bound.run()
+        np.testing.assert_array_equal(rows.get().view(np.uint16), prob.x.astype(np.float16).view(np.uint16))
+        np.testing.assert_array_equal(sums.get().view(np.uint16), emulated_sums(prob.x).view(np.uint16))
+    finally:
+        bound.release()
 
 
 @pytest.mark.parametrize("cfg", [22, 23, 24])

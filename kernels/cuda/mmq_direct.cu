@@ -10,6 +10,11 @@
 // Math contract: the f16 path's (dequant16.cuh, DEQ=1): sw = f16(d sc), mn = f16(dmin m),
 // w = fma_f16(q, sw, -mn) rounded once; f16 activations (the f32 -> f16 pass, or f16 input);
 // f32 accumulation. Parity: the f16 bound against float64.
+// MINSUM = 1 moves the min into the rank-1 term, as the int8 contract keeps it: w' = f16(q sw), one
+// HFMA2 per weight pair on the exact 1024 + q (fma(1024 + q, sw, -1024 sw) = q sw rounded once; exact
+// while |sw| < 64), and C += sum_j -mn_j (hi_j + lo_j) with S_j the f32 sum of sub-block j's 32 f16
+// activations, hi_j = f16(S_j), lo_j = f16(S_j - hi_j) (written by the pass, f32_to_f16_sums): one more
+// m16n8k16 per super-block and 8 tokens, whose k runs over the 8 sub-blocks' hi then their lo sums.
 //
 // k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
 // k 32..63) thread t = lane % 4 takes bytes 8t..8t+7. Its four mma steps take 4 consecutive
@@ -51,6 +56,12 @@
 #endif
 #if XSHARED && (RING == 0 || XAHEAD != 0)
 #error "mmq_direct.cu: XSHARED needs a RING and XAHEAD 0 (a chunk is read from shared memory as it starts)"
+#endif
+#ifndef MINSUM  // 1: the weight mins as a rank-1 term on the pass's per-32 activation sums (see the contract above)
+#define MINSUM 0
+#endif
+#if MINSUM != 0 && MINSUM != 1
+#error "mmq_direct.cu: MINSUM is 0 or 1"
 #endif
 
 namespace direct {
@@ -143,23 +154,67 @@ __device__ __forceinline__ __half2 byte_pair(uint32_t word) {
     return __hsub2(as_h2(__byte_perm(word, 0x64646464u, kSel)), as_h2(0x64006400u));  // (1024 + b) - 1024
 }
 
-// The 6-bit scales and mins of one super-block as f16 pairs: sw[j] = (sw_2j, sw_2j+1), nmn[j] = -(mn ...)
-__device__ __forceinline__ void decode_scales(const uint4 head, __half2 (&sw)[4], __half2 (&nmn)[4]) {
+// A super-block's 6-bit mins: bytes j of m_lo (j < 4) and j - 4 of m_hi are the sub-blocks' m_j
+__device__ __forceinline__ void unpack_mins(const uint4 head, uint32_t& m_lo, uint32_t& m_hi) {
+    m_lo = head.z & 0x3F3F3F3Fu;
+    m_hi = ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
+}
+
+__device__ __forceinline__ __half2 neg_dmin(const uint4 head) {
+    return as_h2(__byte_perm(head.x, 0, 0x3232) ^ 0x80008000u);
+}
+
+// The 6-bit scales as f16 pairs: sw[j] = (sw_2j, sw_2j+1)
+__device__ __forceinline__ void decode_sw(const uint4 head, __half2 (&sw)[4]) {
     const __half2 d = as_h2(__byte_perm(head.x, 0, 0x1010));
-    const __half2 ndmin = as_h2(__byte_perm(head.x, 0, 0x3232) ^ 0x80008000u);
-    const uint32_t sc_lo = head.y & 0x3F3F3F3Fu, m_lo = head.z & 0x3F3F3F3Fu;
+    const uint32_t sc_lo = head.y & 0x3F3F3F3Fu;
     const uint32_t sc_hi = (head.w & 0x0F0F0F0Fu) | ((head.y >> 2) & 0x30303030u);
-    const uint32_t m_hi = ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
     sw[0] = __hmul2(byte_pair<0x4140>(sc_lo), d), sw[1] = __hmul2(byte_pair<0x4342>(sc_lo), d);
     sw[2] = __hmul2(byte_pair<0x4140>(sc_hi), d), sw[3] = __hmul2(byte_pair<0x4342>(sc_hi), d);
+}
+
+// The 6-bit scales and mins of one super-block as f16 pairs: sw[j] = (sw_2j, sw_2j+1), nmn[j] = -(mn ...)
+__device__ __forceinline__ void decode_scales(const uint4 head, __half2 (&sw)[4], __half2 (&nmn)[4]) {
+    decode_sw(head, sw);
+    const __half2 ndmin = neg_dmin(head);
+    uint32_t m_lo, m_hi;
+    unpack_mins(head, m_lo, m_hi);
     nmn[0] = __hmul2(byte_pair<0x4140>(m_lo), ndmin), nmn[1] = __hmul2(byte_pair<0x4342>(m_lo), ndmin);
     nmn[2] = __hmul2(byte_pair<0x4140>(m_hi), ndmin), nmn[3] = __hmul2(byte_pair<0x4342>(m_hi), ndmin);
+}
+
+// MINSUM: the scales, their -1024 multiples (exact in f16 while |sw| < 64) and the one min pair the thread's
+// rank-1 mma needs: -(mn_2t, mn_2t+1) (bytes 2t mod 4 and the next of m_lo for t < 2, of m_hi after)
+__device__ __forceinline__ void decode_scales_minsum(const uint4 head, int t, __half2 (&sw)[4], __half2 (&off)[4],
+                                                     __half2& nmn) {
+    decode_sw(head, sw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) off[j] = __hmul2(sw[j], as_h2(0xE400E400u));  // -1024 sw
+    uint32_t m_lo, m_hi;
+    unpack_mins(head, m_lo, m_hi);
+    const uint32_t m = (t & 2) ? m_hi : m_lo;
+    // bytes 0, 1 (selector 0x4140) or 2, 3 (0x4342), written as a sum: a 0x4342 literal here made the compiler
+    // keep that selector in a register and copy it before every dequant's PRMT (42 more IMADs per super-block)
+    const uint32_t sel = 0x4140u + 0x0202u * static_cast<uint32_t>(t & 1);
+    const __half2 mn = __hsub2(as_h2(__byte_perm(m, 0x64646464u, sel)), as_h2(0x64006400u));
+    nmn = __hmul2(mn, neg_dmin(head));
 }
 
 // Four nibbles (one per byte of `nib`, already masked) -> the two A registers of one row
 __device__ __forceinline__ void dequant4(uint32_t nib, __half2 sw, __half2 nmn, uint32_t& lo, uint32_t& hi) {
     lo = as_u32(__hfma2(byte_pair<0x4140>(nib), sw, nmn));
     hi = as_u32(__hfma2(byte_pair<0x4342>(nib), sw, nmn));
+}
+
+// MINSUM: (1024 + q) sw - 1024 sw = q sw, rounded once; the nibble pair is never converted on its own
+template <uint32_t kSel>
+__device__ __forceinline__ __half2 biased_pair(uint32_t word) {  // (1024 + b_lo, 1024 + b_hi), exact
+    return as_h2(__byte_perm(word, 0x64646464u, kSel));
+}
+
+__device__ __forceinline__ void dequant4_nomin(uint32_t nib, __half2 sw, __half2 off, uint32_t& lo, uint32_t& hi) {
+    lo = as_u32(__hfma2(biased_pair<0x4140>(nib), sw, off));
+    hi = as_u32(__hfma2(biased_pair<0x4342>(nib), sw, off));
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -208,12 +263,22 @@ __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2
 
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
 // entry and the next super-block's first chunk on exit (when there is one: `more`).
+// MINSUM: sp[n] points at the super-block's sums pair t for token g + 8 n (f32_to_f16_sums' layout).
 template <class Src>
 __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, const __half* const (&xp)[2], Chunk& xn,
-                                         bool more) {
+                                         bool more, const uint2* const (&sp)[2], int t) {
+#if MINSUM
+    uint2 sums[2];  // (hi, lo) pairs of sub-blocks 2t, 2t + 1, used after the 16 steps: their latency is hidden
+#pragma unroll
+    for (int n = 0; n < 2; ++n) sums[n] = __ldg(sp[n]);
+    __half2 sw[kThreadRows][4], nmn[kThreadRows][4], nmn_t[kThreadRows];  // nmn: the -1024 sw offsets here
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i) decode_scales_minsum(r.head(i), t, sw[i], nmn[i], nmn_t[i]);
+#else
     __half2 sw[kThreadRows][4], nmn[kThreadRows][4];
 #pragma unroll
     for (int i = 0; i < kThreadRows; ++i) decode_scales(r.head(i), sw[i], nmn[i]);
+#endif
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #if XAHEAD == 1
@@ -241,7 +306,11 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
                     const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
                     const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
                     const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
+#if MINSUM
+                    dequant4_nomin(nib, scale, nmin, a[h], a[h + 2]);  // nmin: -1024 sw
+#else
                     dequant4(nib, scale, nmin, a[h], a[h + 2]);  // a0/a2: the tile's row g, a1/a3: row g + 8
+#endif
                 }
 #pragma unroll
                 for (int n = 0; n < 2; ++n) {
@@ -255,6 +324,22 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
 #endif
         }
     }
+#if MINSUM
+    // the rank-1 term: k 2t, 2t + 1 are sub-blocks 2t, 2t + 1's hi sums, k 2t + 8, 2t + 9 their lo sums
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const uint32_t a[4] = {as_u32(nmn_t[2 * mt]), as_u32(nmn_t[2 * mt + 1]), as_u32(nmn_t[2 * mt]),
+                               as_u32(nmn_t[2 * mt + 1])};
+#pragma unroll
+        for (int n = 0; n < 2; ++n) mma16816(acc[mt][n], a, sums[n].x, sums[n].y);
+    }
+#endif
+}
+
+// The next super-block: 256 activations on, and (MINSUM) 4 sums pairs
+__device__ __forceinline__ void advance(const __half* (&xp)[2], const uint2* (&sp)[2]) {
+    xp[0] += 256, xp[1] += 256;
+    if constexpr (MINSUM) sp[0] += 4, sp[1] += 4;
 }
 
 #if FIXUP
@@ -293,6 +378,34 @@ __device__ __forceinline__ void sum_splits(const float* partial, float* C, int* 
 
 }  // namespace direct
 
+#if MINSUM
+// MINSUM's f32 -> f16 pass: y as f32_to_f16 writes it, and per 32-k sub-block j (over all of [T, K / 32]) the f32
+// sum S_j of its 32 rounded values (8 lanes' sums, added in a butterfly) as hi = f16(S_j), lo = f16(S_j - hi):
+// uint2 sums[j / 2] = {(hi_j even, hi_j odd), (lo ...)}. n4 = T K / 4 is a multiple of 64: every lane of a warp
+// takes each trip, and 8 aligned lanes hold one sub-block.
+extern "C" __global__ void f32_to_f16_sums(const float4* __restrict__ x, uint2* __restrict__ y, __half* __restrict__ sums,
+                                           long long n4) {
+    MMQ_LAUNCH_DEPENDENTS();
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const float4 v = x[i];
+        const uint2 h = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
+        y[i] = h;
+        const float2 a = __half22float2(direct::as_h2(h.x)), b = __half22float2(direct::as_h2(h.y));
+        float s = (a.x + a.y) + (b.x + b.y);
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        if ((i & 7) == 0) {
+            const long long j = i >> 3;
+            const __half hi = __float2half_rn(s), lo = __float2half_rn(s - __half2float(hi));
+            __half* pair = sums + (j >> 1) * 4 + (j & 1);
+            pair[0] = hi, pair[2] = lo;
+        }
+    }
+}
+#endif
+
 // C[T, M] (or the split's slice of partial[split][T][M]) for one token tile of 16 (blockIdx.z),
 // WARPS x 16 weight rows (blockIdx.x) and the blockIdx.y-th of gridDim.y ranges of super-blocks.
 extern "C" __global__ void __launch_bounds__(direct::kThreads, MIN_BLOCKS)
@@ -300,6 +413,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
                 int K, long long row_bytes
 #if FIXUP
                 , float* __restrict__ C_sum, int* __restrict__ counters  // C: the partial sums, with a split
+#endif
+#if MINSUM
+                , const uint2* __restrict__ S  // f32_to_f16_sums' activation sums, [T][K / 64] pairs
 #endif
 ) {
     using namespace direct;
@@ -313,6 +429,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     Chunk xn;
     const __half* xp[2] = {X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t,
                            X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t};
+    const uint2* sp[2] = {nullptr, nullptr};
+#if MINSUM
+    sp[0] = S + static_cast<long long>(min(tok, T - 1)) * (K / 64) + sb_begin * 4 + t;
+    sp[1] = S + static_cast<long long>(min(tok + 8, T - 1)) * (K / 64) + sb_begin * 4 + t;
+#endif
     auto start_activations = [&] {  // after the first weights are requested: they do not depend on the pass
         if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
         if constexpr (XAHEAD) load_chunk(xn, xp, 0);
@@ -326,12 +447,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         for (int sb = sb_begin; sb < sb_end; sb += 2) {  // two super-blocks per trip: ra and rb swap roles
             rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 1 < sb_end) load_rows(rb, rows, t);
-            multiply(acc, RegRows{ra}, xp, xn, sb + 1 < sb_end);  // (MT = 1)
+            multiply(acc, RegRows{ra}, xp, xn, sb + 1 < sb_end, sp, t);  // (MT = 1)
             if (sb + 1 >= sb_end) break;
-            xp[0] += 256, xp[1] += 256, rows[0] += kBlockBytes, rows[1] += kBlockBytes;
+            advance(xp, sp), rows[0] += kBlockBytes, rows[1] += kBlockBytes;
             if (sb + 2 < sb_end) load_rows(ra, rows, t);
-            multiply(acc, RegRows{rb}, xp, xn, sb + 2 < sb_end);
-            xp[0] += 256, xp[1] += 256;
+            multiply(acc, RegRows{rb}, xp, xn, sb + 2 < sb_end, sp, t);
+            advance(xp, sp);
         }
     } else {
         extern __shared__ __align__(16) uint8_t smem[];
@@ -375,9 +496,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             __syncwarp();  // and so have the other lanes' copies of it
             if (XSHARED && sb - sb_begin < 2) __syncthreads();  // and the other warps' activation copies
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
-            multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end);
+            multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end, sp, t);
             slot = slot + 1 == RING ? 0 : slot + 1;
-            xp[0] += 256, xp[1] += 256;
+            advance(xp, sp);
         }
     }
     float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
