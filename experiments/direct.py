@@ -10,7 +10,8 @@ a chunk's activations are loaded a chunk ahead (16 registers), how the next weig
 shared memory: run 32 found the register prefetch waiting on DRAM), whether the CTA stages its K range's
 activations in shared memory once (XSHARED; run 36 found 44 % of the activation loads missing L1), whether the weight mins leave
 the dequant for a rank-1 term on per-32 activation sums the pass writes (MINSUM: run 42 counted the HSUB2 of each weight pair as 64 of
-the loop's 423 instructions), and whether the GEMM (PDL 1) and
+the loop's 423 instructions), whether a split K's CTAs add their partial sums into the output themselves (ATOMIC: no
+reduce launch), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -31,6 +32,7 @@ LEVER = Lever(
         "XSHARED": [0, 2, 4, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks)
         "FIXUP": [0, 1],  # the split-K partial sums added by the last CTA of each tile, not a reduce launch
         "MINSUM": [0, 1],  # the weight mins as a rank-1 term on the pass's activation sums: one f16 op per weight pair
+        "ATOMIC": [0, 1],  # a split K's partial sums added into C by red.global.add (zeroed by the pass): no reduce launch
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

@@ -26,8 +26,11 @@ Parameters (compile time unless said):
               finish (a per-tile arrival counter, reset by that CTA), in the reduce kernel's order: no reduce launch
   MINSUM      1: the weight mins leave the dequant (one HFMA2 per weight pair instead of an HSUB2 and an
               HFMA2) and come back as a rank-1 term: -mn_j times the per-32 activation sums, which the
-              pass writes beside the f16 rows (f32_to_f16_sums; hi + lo f16 halves of the f32 sum), one more
+              pass writes beside the f16 rows (direct_pass; hi + lo f16 halves of the f32 sum), one more
               mma per super-block and 8 tokens. Needs the pass (not X16_INPUT) and |d sc| < 64
+  ATOMIC      1: a split K's CTAs add their partial sums into C (16-byte red.global.add after a 4 x 4 shuffle
+              transpose), C zeroed by the pass: no partial buffer, no reduce launch, the splits added in no fixed
+              order. Needs the pass (not X16_INPUT); not with FIXUP
   SPLITK      launch time; 0: chosen to fill one wave
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
@@ -46,8 +49,8 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM")
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
 MINSUM_MAX_D = 64 / 63  # MINSUM: -1024 f16(d sc) is finite in f16 for every 6-bit sc while |d| < 64 / 63
@@ -94,6 +97,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"FIXUP={p['FIXUP']} is not 0 (the reduce kernel) or 1 (the last CTA of a tile)"
     if p["MINSUM"] not in (0, 1) or (p["MINSUM"] and p.get("X16_INPUT", 0)):
         return f"MINSUM={p['MINSUM']}: 0, or 1 with the f32 -> f16 pass (it writes the activation sums; not X16_INPUT)"
+    if p["ATOMIC"] not in (0, 1) or (p["ATOMIC"] and (p.get("X16_INPUT", 0) or p["FIXUP"])):
+        return (f"ATOMIC={p['ATOMIC']}: 0, or 1 with the f32 -> f16 pass (it zeroes C; not X16_INPUT) and without FIXUP "
+                "(two ways of adding the splits)")
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
@@ -110,11 +116,17 @@ class DirectBound(mmq_f16.F16Bound):
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.minsum = bool(variant.params.get("MINSUM", 0))
+        self.own_pass = self.minsum or bool(variant.params.get("ATOMIC", 0))  # direct_pass, not the f16 path's
         if self.minsum:
             check_minsum_scales(problem.w_packed)
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
+        # ATOMIC with a split: the GEMM adds into C itself (zeroed by the pass), so no partial buffer and no reduce
+        self.atomic_split = bool(variant.params.get("ATOMIC", 0)) and self.partial is not None
+        if self.atomic_split:
+            self.partial.release()
+            self.partial = None
         # FIXUP: one arrival counter per (row tile, token tile), zero between launches (unused with one split)
         self.counters = device.to_device(np.zeros(gx * gy, np.int32)) if variant.params.get("FIXUP", 0) else None
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
@@ -128,11 +140,13 @@ class DirectBound(mmq_f16.F16Bound):
         return [*rows, self.device.empty((T, K // 16), np.float16)] if self.minsum else rows
 
     def activation_pass(self, x) -> None:
-        if not self.minsum:
+        if not self.own_pass:
             return super().activation_pass(x)
-        n4 = self.wl.T * self.wl.K // 4
-        self.handle["convert_sums"].launch((min(8192, -(-n4 // CONVERT_THREADS)), 1, 1), (CONVERT_THREADS, 1, 1),
-                                           (x.ptr, self.scratch[0].ptr, self.scratch[1].ptr, np.int64(n4)), 0)
+        n4, n_zero = self.wl.T * self.wl.K // 4, self.wl.T * self.wl.M if self.atomic_split else 0
+        sums = self.scratch[1].ptr if self.minsum else 0
+        self.handle["direct_pass"].launch((min(8192, -(-n4 // CONVERT_THREADS)), 1, 1), (CONVERT_THREADS, 1, 1),
+                                          (x.ptr, self.scratch[0].ptr, sums, self.out.ptr, np.int64(n4),
+                                           np.int64(n_zero)), 0)
 
     def activation_args(self) -> tuple:
         return (self.scratch[0].ptr,) if self.minsum else super().activation_args()
@@ -171,12 +185,13 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return invalid_reason(params, qtype, device_info)
 
     def f16_input(self, params: dict) -> dict:
-        """f16 activations have no pass to write MINSUM's sums: they run the kernel with the min in the dequant."""
-        return {**super().f16_input(params), "MINSUM": 0}
+        """f16 activations have no pass to write MINSUM's sums or zero ATOMIC's output: they run the kernel with the
+        min in the dequant and the split-K reduce."""
+        return {**super().f16_input(params), **{key: 0 for key in ("MINSUM", "ATOMIC") if params.get(key)}}
 
     def make_bound(self, device, variant, handle: dict, problem):
-        if variant.params.get("MINSUM"):
-            handle.setdefault("convert_sums", handle["module"].kernel("f32_to_f16_sums", 0))
+        if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):
+            handle.setdefault("direct_pass", handle["module"].kernel("direct_pass", 0))
         return super().make_bound(device, variant, handle, problem)
 
     def precompile_configs(self) -> list[dict]:

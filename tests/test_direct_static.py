@@ -118,6 +118,9 @@ def test_other_spill_free_configurations_compile(params):
     ({"FIXUP": 2}, "q4_K", "FIXUP=2"),
     ({"MINSUM": 2}, "q4_K", "MINSUM=2"),
     ({"MINSUM": 1, "X16_INPUT": 1}, "q4_K", "not X16_INPUT"),  # f16 rows in: no pass writes the sums
+    ({"ATOMIC": 2}, "q4_K", "ATOMIC=2"),
+    ({"ATOMIC": 1, "X16_INPUT": 1}, "q4_K", "not X16_INPUT"),  # no pass to zero C
+    ({"ATOMIC": 1, "FIXUP": 1, "RING": 2, "XAHEAD": 0}, "q4_K", "without FIXUP"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):
     assert words in mmq_direct.invalid_reason(params, qtype)
@@ -227,13 +230,13 @@ def test_minsum_takes_the_min_out_of_the_dequant(params, most):
     assert minsum["HMMA"] == plain["HMMA"] + 2 * tiles and minsum["HFMA2"] == plain["HFMA2"] == 64 * tiles
     assert plain["HADD2"] == 80 * tiles and minsum["HADD2"] <= 10 * tiles, (plain["HADD2"], minsum["HADD2"])
     assert sum(minsum.values()) <= most < sum(plain.values()), (sum(minsum.values()), sum(plain.values()))
-    sums = nvcc.sass_opcodes(built.sass, "f32_to_f16_sums")  # the pass: a butterfly of 3 shuffles per sub-block
+    sums = nvcc.sass_opcodes(built.sass, "direct_pass")  # the pass: a butterfly of 3 shuffles per sub-block
     assert sums["SHFL"] >= 3 and sums["F2FP"] >= 2 and sums["STG"] >= 3
 
 
 def test_minsum_launches_the_sums_pass_and_hands_its_sums_to_the_gemm():
-    """On a RecordingDevice: MINSUM=1 runs f32_to_f16_sums (x, the f16 rows, a [T, K/16] f16 buffer of hi and lo
-    sums, n4) instead of f32_to_f16, and the GEMM, still its dependent launch, gets the rows as its activations and
+    """On a RecordingDevice: MINSUM=1 runs direct_pass (x, the f16 rows, a [T, K/16] f16 buffer of hi and lo
+    sums, C, n4, no floats to zero) instead of f32_to_f16, and the GEMM, still its dependent launch, gets the rows as its activations and
     the sums as its last argument; a weight whose d would overflow the -1024 d sc offset is refused before any launch."""
     import numpy as np
 
@@ -251,8 +254,8 @@ def test_minsum_launches_the_sums_pass_and_hands_its_sums_to_the_gemm():
     assert sums.array.shape == (T, K // 16) and sums.array.dtype == np.float16
     bound.run()
     (pass_name, _, _, pass_args, _), (gemm_name, _, _, gemm_args, _) = device.launches[:2]
-    assert (pass_name, gemm_name) == ("f32_to_f16_sums", "mmq_direct_gemm (dependent)")
-    assert pass_args == (bound.x[0].ptr, rows.ptr, sums.ptr, T * K // 4)
+    assert (pass_name, gemm_name) == ("direct_pass", "mmq_direct_gemm (dependent)")
+    assert pass_args == (bound.x[0].ptr, rows.ptr, sums.ptr, bound.out.ptr, T * K // 4, 0)
     assert gemm_args[1] == rows.ptr and gemm_args[-1] == sums.ptr
 
     assert mmq_direct.FAMILY.f16_input({**TINY, "MINSUM": 1})["MINSUM"] == 0  # f16 rows in: the min in the dequant
@@ -261,3 +264,45 @@ def test_minsum_launches_the_sums_pass_and_hands_its_sums_to_the_gemm():
     with pytest.raises(ValueError, match="MINSUM=0"):
         recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, Problem(problem.workload, big, problem.x), 84)
     recorded_bound(mmq_direct.FAMILY, TINY, Problem(problem.workload, big, problem.x), 84)  # MINSUM=0 runs it
+
+
+@pytest.mark.parametrize("minsum", [0, 1])
+def test_atomic_splits_add_into_the_output_with_no_reduce(minsum):
+    """ATOMIC=1 on a RecordingDevice, 4096x14336 at T=20 (7 splits): no partial buffer; the pass (direct_pass) zeroes
+    all T M floats of C, which the GEMM, its dependent launch, gets as its output; no reduce follows. Unsplit (K = 256),
+    nothing is zeroed and the GEMM stores. The kernel's main loop is ATOMIC=0's (within two instructions); its epilogue adds each lane's four rows
+    with one 16-byte red after 3 shuffles per token half (and has the scalar reds for M not a multiple of 4)."""
+    import numpy as np
+
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    params = {**TINY, "ATOMIC": 1, "MINSUM": minsum}
+    rng = np.random.default_rng(12)
+    for M, K, T, splits in [(4096, 14336, 20, 7), (4096, 256, 20, 1)]:
+        problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                          rng.standard_normal((T, K)).astype(np.float32))
+        device, bound = recorded_bound(mmq_direct.FAMILY, params, problem, 84)
+        assert bound.splitk == splits and bound.partial is None
+        bound.run()
+        assert [name for name, *_ in device.launches] == ["direct_pass", "mmq_direct_gemm (dependent)"]
+        pass_args, gemm_args = device.launches[0][3], device.launches[1][3]
+        sums = bound.scratch[1].ptr if minsum else 0
+        assert pass_args == (bound.x[0].ptr, bound.scratch[0].ptr, sums, bound.out.ptr, T * K // 4,
+                             T * M if splits > 1 else 0)
+        assert gemm_args[2] == bound.out.ptr and len(gemm_args) == 7 + minsum
+    assert mmq_direct.FAMILY.f16_input(params)["ATOMIC"] == 0  # f16 rows in: no pass to zero C, the reduce adds
+
+    def built_loop(atomic):
+        built = mmq_direct.FAMILY.compile_only({**params, "ATOMIC": atomic}, "q4_K")
+        assert built.summary([mmq_direct.FAMILY.kernel_name])["spill_store_bytes"] == 0
+        before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+        return before + after, built
+
+    (plain, _), (atomic, built) = built_loop(0), built_loop(1)
+    assert atomic["HMMA"] == plain["HMMA"] and atomic["HFMA2"] == plain["HFMA2"]
+    assert abs(sum(atomic.values()) - sum(plain.values())) <= 2, (atomic - plain, plain - atomic)
+    sass = nvcc.sass_functions(built.sass)[mmq_direct.FAMILY.kernel_name]
+    ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
+    assert sass.count("REDG.E.ADD.F32x4") == 2 and ops["SHFL"] == 6 and ops["REDG"] == 2 + 8, dict(ops)

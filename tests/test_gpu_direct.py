@@ -53,12 +53,20 @@ CONFIGS = [
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "MINSUM": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "MINSUM": 1},
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "FIXUP": 1, "MINSUM": 1},
+    # the splits added into C by red.global.add (ATOMIC; M = 37, 145, 77, 330: the scalar reds, 256: the 16-byte ones):
+    # staged activations with and without MINSUM, 32-row warps after the pass (PDL 1), the register path in stream order
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "ATOMIC": 1},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "SPLITK": 4, "ATOMIC": 1},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
+ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
-PRECOMPILE = {"mmq_direct": [{k: v for k, v in c.items() if k != "X16_INPUT"} for c in CONFIGS]}
+PRECOMPILE = {"mmq_direct": [{k: v for k, v in c.items() if k != "X16_INPUT"} for c in CONFIGS]
+                           + [{**CONFIGS[i], "ATOMIC": 0} for i in range(len(CONFIGS)) if CONFIGS[i].get("ATOMIC")]}
 
 
 @pytest.mark.parametrize("cfg", range(len(CONFIGS)))
@@ -72,7 +80,7 @@ def test_direct_parity(gpu_device, cfg):
         assert_f16_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct{cfg}")
 
 
-@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17, 18, 19, 20, 21, *MINSUM_CONFIGS])
+@pytest.mark.parametrize("cfg", [0, 3, 7, 8, 14, 15, 16, 17, 18, 19, 20, 21, *sorted(set(MINSUM_CONFIGS + ATOMIC_CONFIGS))])
 def test_direct_dequantizes_every_weight_to_its_exact_f16_code(gpu_device, cfg):
     """x = e_k rows, every k once: the output is the weight matrix, the f16x2 dequant's code for every (row, k).
     MINSUM: f16(q sw) - mn instead (the min comes from the rank-1 term on the one sum that is 1: a sum on the
@@ -143,6 +151,28 @@ def test_the_last_cta_of_a_tile_sums_the_splits_launch_after_launch(gpu_device, 
         assert bound.splitk > 1
         for _ in range(3):
             np.testing.assert_array_equal(run_poisoned(bound), want)
+    finally:
+        bound.release()
+
+
+@pytest.mark.parametrize("cfg", ATOMIC_CONFIGS)
+def test_atomic_splits_launch_after_launch(gpu_device, cfg):
+    """ATOMIC: one bound run three times into a poisoned output, split K ways, each time within the f16 bound and equal
+    to the reduce kernel's C up to the f32 rounding of the splits' order (an output added twice, or not zeroed by the pass
+    before the next launch, is off by a whole partial sum)."""
+    from kernels import mmq_direct
+
+    atomic = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    plain = mmq_direct.FAMILY.build({**CONFIGS[cfg], "ATOMIC": 0}, "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 94]), "q4_K", 332, 6144, 20)  # M % 4 = 0: the 16-byte reds
+    want = run_once(plain, prob)
+    bound = atomic.prepare(prob)
+    try:
+        assert bound.splitk > 1 and bound.partial is None
+        for _ in range(3):
+            got = run_poisoned(bound)
+            assert_f16_parity(got, prob, f"atomic {cfg}")
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     finally:
         bound.release()
 

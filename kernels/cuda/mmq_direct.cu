@@ -13,7 +13,7 @@
 // MINSUM = 1 moves the min into the rank-1 term, as the int8 contract keeps it: w' = f16(q sw), one
 // HFMA2 per weight pair on the exact 1024 + q (fma(1024 + q, sw, -1024 sw) = q sw rounded once; exact
 // while |sw| < 64), and C += sum_j -mn_j (hi_j + lo_j) with S_j the f32 sum of sub-block j's 32 f16
-// activations, hi_j = f16(S_j), lo_j = f16(S_j - hi_j) (written by the pass, f32_to_f16_sums): one more
+// activations, hi_j = f16(S_j), lo_j = f16(S_j - hi_j) (written by the pass, direct_pass): one more
 // m16n8k16 per super-block and 8 tokens, whose k runs over the 8 sub-blocks' hi then their lo sums.
 //
 // k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
@@ -62,6 +62,12 @@
 #endif
 #if MINSUM != 0 && MINSUM != 1
 #error "mmq_direct.cu: MINSUM is 0 or 1"
+#endif
+#ifndef ATOMIC  // 1: a split K's CTAs add their partial sums into C with red.global.add (C zeroed by the pass):
+#define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed
+#endif
+#if ATOMIC && (FIXUP || (ATOMIC != 1))
+#error "mmq_direct.cu: ATOMIC is 0 or 1, and not with FIXUP (two ways of adding the splits)"
 #endif
 
 namespace direct {
@@ -376,21 +382,60 @@ __device__ __forceinline__ void sum_splits(const float* partial, float* C, int* 
 }
 #endif
 
+#if ATOMIC
+// v[e ^ k] for a lane-dependent k, with selects (an indexed register array would go to local memory)
+__device__ __forceinline__ float pick(const float (&v)[4], int i) {
+    return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+}
+
+// ATOMIC, a split K: the warp's accumulators added into C [T][M]. An m16n8 fragment gives lane (g, t) rows g, g + 8 of
+// tokens 2t, 2t + 1; the four lanes g = 4i + j (j = 0..3) of one t swap values (a 4 x 4 transpose, 3 shuffles) so lane j
+// holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1), and adds them with one 16-byte red (4 scalar ones where
+// M is not a multiple of 4 or the rows end inside the four).
+__device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* C, int row0, int tok0, int g, int M,
+                                           int T) {
+    const int j = g & 3, i = g >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            float got[4];  // got[k]: lane j ^ k's value of combination j (row 4i + (j ^ k))
+            got[0] = acc[mt][n][j];
+#pragma unroll
+            for (int k = 1; k < 4; ++k) got[k] = __shfl_xor_sync(0xffffffffu, pick(acc[mt][n], j ^ k), k << 2);
+            const float v[4] = {pick(got, j), pick(got, j ^ 1), pick(got, j ^ 2), pick(got, j ^ 3)};  // rows +0..3
+            const int tk = tok0 + 8 * n + (j & 1), r = row0 + 16 * mt + 4 * i + 8 * (j >> 1);
+            if (tk >= T || r >= M) continue;
+            float* p = C + static_cast<long long>(tk) * M + r;
+            if ((M & 3) == 0) {
+                asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
+                             "f"(v[3]) : "memory");
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) if (r + q < M) atomicAdd(p + q, v[q]);
+            }
+        }
+    }
+}
+#endif
+
 }  // namespace direct
 
-#if MINSUM
-// MINSUM's f32 -> f16 pass: y as f32_to_f16 writes it, and per 32-k sub-block j (over all of [T, K / 32]) the f32
-// sum S_j of its 32 rounded values (8 lanes' sums, added in a butterfly) as hi = f16(S_j), lo = f16(S_j - hi):
-// uint2 sums[j / 2] = {(hi_j even, hi_j odd), (lo ...)}. n4 = T K / 4 is a multiple of 64: every lane of a warp
-// takes each trip, and 8 aligned lanes hold one sub-block.
-extern "C" __global__ void f32_to_f16_sums(const float4* __restrict__ x, uint2* __restrict__ y, __half* __restrict__ sums,
-                                           long long n4) {
+#if MINSUM || ATOMIC
+// The f32 -> f16 pass of MINSUM and ATOMIC: y as f32_to_f16 writes it; MINSUM: per 32-k sub-block j (over all of
+// [T, K / 32]) the f32 sum S_j of its 32 rounded values (8 lanes' sums, added in a butterfly) as hi = f16(S_j),
+// lo = f16(S_j - hi): uint2 sums[j / 2] = {(hi_j even, hi_j odd), (lo ...)}. n4 = T K / 4 is a multiple of 64: every
+// lane of a warp takes each trip, and 8 aligned lanes hold one sub-block. ATOMIC: the first n_zero floats of C zeroed
+// (the split GEMM adds into them; it waits for this grid to finish before its first red).
+extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __restrict__ y, __half* __restrict__ sums,
+                                       float* __restrict__ C, long long n4, long long n_zero) {
     MMQ_LAUNCH_DEPENDENTS();
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const float4 v = x[i];
         const uint2 h = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
         y[i] = h;
+#if MINSUM
         const float2 a = __half22float2(direct::as_h2(h.x)), b = __half22float2(direct::as_h2(h.y));
         float s = (a.x + a.y) + (b.x + b.y);
         s += __shfl_xor_sync(0xffffffffu, s, 4);
@@ -402,7 +447,13 @@ extern "C" __global__ void f32_to_f16_sums(const float4* __restrict__ x, uint2* 
             __half* pair = sums + (j >> 1) * 4 + (j & 1);
             pair[0] = hi, pair[2] = lo;
         }
+#endif
     }
+#if ATOMIC
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n_zero;
+         i += static_cast<long long>(gridDim.x) * blockDim.x)
+        C[i] = 0.0f;
+#endif
 }
 #endif
 
@@ -501,6 +552,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             advance(xp, sp);
         }
     }
+#if ATOMIC
+    if (gridDim.y > 1) {
+        add_splits(acc, C, row0, blockIdx.z * 16 + 2 * t, g, M, T);
+        return;
+    }
+#endif
     float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
