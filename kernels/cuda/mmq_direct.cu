@@ -383,15 +383,11 @@ __device__ __forceinline__ void sum_splits(const float* partial, float* C, int* 
 #endif
 
 #if ATOMIC
-// v[e ^ k] for a lane-dependent k, with selects (an indexed register array would go to local memory)
-__device__ __forceinline__ float pick(const float (&v)[4], int i) {
-    return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
-}
-
 // ATOMIC, a split K: the warp's accumulators added into C [T][M]. An m16n8 fragment gives lane (g, t) rows g, g + 8 of
-// tokens 2t, 2t + 1; the four lanes g = 4i + j (j = 0..3) of one t swap values (a 4 x 4 transpose, 3 shuffles) so lane j
-// holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1), and adds them with one 16-byte red (4 scalar ones where
-// M is not a multiple of 4 or the rows end inside the four).
+// tokens 2t, 2t + 1 (value e: token 2t + (e & 1), row g + 8 (e >> 1)). The four lanes g = 4i + j (j = 0..3) of one t
+// transpose their values (two butterfly rounds of 2 shuffles, every register index fixed: a lane-dependent index would
+// put the values in local memory), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1), and adds them
+// with one 16-byte red (4 scalar ones where M is not a multiple of 4).
 __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* C, int row0, int tok0, int g, int M,
                                            int T) {
     const int j = g & 3, i = g >> 2;
@@ -399,11 +395,18 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-            float got[4];  // got[k]: lane j ^ k's value of combination j (row 4i + (j ^ k))
-            got[0] = acc[mt][n][j];
+            float v[4] = {acc[mt][n][0], acc[mt][n][1], acc[mt][n][2], acc[mt][n][3]};
 #pragma unroll
-            for (int k = 1; k < 4; ++k) got[k] = __shfl_xor_sync(0xffffffffu, pick(acc[mt][n], j ^ k), k << 2);
-            const float v[4] = {pick(got, j), pick(got, j ^ 1), pick(got, j ^ 2), pick(got, j ^ 3)};  // rows +0..3
+            for (int m = 1; m <= 2; m <<= 1) {  // round m: lanes j and j ^ m swap the halves they do not keep
+                const bool upper = j & m;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    if (c & m) continue;
+                    const float y = __shfl_xor_sync(0xffffffffu, upper ? v[c] : v[c ^ m], m << 2);
+                    if (upper) v[c] = y; else v[c ^ m] = y;
+                }
+            }
+            // v[q] is now row 4i + q of combination j
             const int tk = tok0 + 8 * n + (j & 1), r = row0 + 16 * mt + 4 * i + 8 * (j >> 1);
             if (tk >= T || r >= M) continue;
             float* p = C + static_cast<long long>(tk) * M + r;
