@@ -232,8 +232,8 @@ class MMQBound:
         self.x = [device.to_device(self.host_activation(problem.x)) for _ in range(n)]
         self.scratch = self.alloc_activation(wl.T, wl.K)
         self.out = device.empty((wl.T, wl.M), np.float32)
-        in_cluster = p.get("CLUSTER", 1) > 1  # the kernel adds its split's partial sums itself
-        self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 and not in_cluster else None
+        in_kernel = self.splits_summed_in_kernel(p)
+        self.partial = device.empty((self.splitk, wl.T, wl.M), np.float32) if self.splitk > 1 and not in_kernel else None
         self.grid = (math.ceil(wl.T / p["BN"]), math.ceil(wl.M / p["BM"]), self.splitk)
         self.block = (handle["threads"], 1, 1)
         # (the wgmma family's may be programmatic dependent launches)
@@ -244,6 +244,11 @@ class MMQBound:
         """How many ways the GEMM splits K for this problem (a family with limits of its own narrows it)."""
         wl = self.wl
         return choose_splitk(params, self.smem, wl.M, wl.T, wl.K, self.device.info, registers, n_threads)
+
+    def splits_summed_in_kernel(self, params: dict) -> bool:
+        """Whether the GEMM adds a split K's partial sums into C itself (no partial buffer, no reduce): here the
+        in-cluster split (CLUSTER > 1)."""
+        return params.get("CLUSTER", 1) > 1
 
     def split_sum_args(self) -> tuple:
         """The GEMM's trailing arguments when its own last CTA per tile adds the split-K partial sums

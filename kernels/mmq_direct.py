@@ -53,7 +53,6 @@ DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
-MINSUM_MAX_D = 64 / 63  # MINSUM: -1024 f16(d sc) is finite in f16 for every 6-bit sc while |d| < 64 / 63
 
 
 def full_params(params: dict) -> dict:
@@ -122,14 +121,14 @@ class DirectBound(mmq_f16.F16Bound):
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
-        # ATOMIC with a split: the GEMM adds into C itself (zeroed by the pass), so no partial buffer and no reduce
-        self.atomic_split = bool(variant.params.get("ATOMIC", 0)) and self.partial is not None
-        if self.atomic_split:
-            self.partial.release()
-            self.partial = None
+        self.atomic_split = bool(variant.params.get("ATOMIC", 0)) and self.splitk > 1  # the pass zeroes C
         # FIXUP: one arrival counter per (row tile, token tile), zero between launches (unused with one split)
         self.counters = device.to_device(np.zeros(gx * gy, np.int32)) if variant.params.get("FIXUP", 0) else None
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
+
+    def splits_summed_in_kernel(self, params: dict) -> bool:
+        """ATOMIC: the GEMM adds a split's partial sums into C (zeroed by the pass) with reds."""
+        return bool(params.get("ATOMIC", 0)) or super().splits_summed_in_kernel(params)
 
     def split_sum_args(self) -> tuple:
         return (self.out.ptr, self.counters.ptr) if self.counters is not None else ()
@@ -199,12 +198,15 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 
 
 def check_minsum_scales(w_packed: np.ndarray) -> None:
-    """MINSUM's dequant adds -1024 f16(d sc), finite only while |d| < 64/63: a clear error, not NaN outputs."""
+    """MINSUM's dequant adds -1024 f16(d sc), rounded as the kernel rounds it (f16 products of f16 operands); where the
+    largest scale (sc = 63) overflows f16 for some super-block's d (|d| >= 65/64), a clear error, not -inf outputs."""
     d = np.ascontiguousarray(w_packed.reshape(w_packed.shape[0], -1, 144)[..., :2]).view(np.float16)
-    largest = float(np.abs(d.astype(np.float32)).max(initial=0.0))
-    if not largest < MINSUM_MAX_D:
-        raise ValueError(f"mmq_direct MINSUM=1: a q4_K super-block scale d = {largest:g} >= {MINSUM_MAX_D:.4f} "
-                         "overflows its -1024 d sc offset in f16; run this weight with MINSUM=0")
+    largest = np.abs(d).max(initial=np.float16(0))
+    with np.errstate(over="ignore"):
+        offset = (largest * np.float16(63)) * np.float16(-1024)  # numpy rounds each f16 product once, as HMUL2 does
+    if not np.isfinite(offset):
+        raise ValueError(f"mmq_direct MINSUM=1: a q4_K super-block scale d = {float(largest):g} overflows its -1024 d sc "
+                         "offset in f16 (|d| must stay below 65/64); run this weight with MINSUM=0")
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:

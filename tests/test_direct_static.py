@@ -260,11 +260,18 @@ def test_minsum_launches_the_sums_pass_and_hands_its_sums_to_the_gemm():
     assert gemm_args[1] == rows.ptr and gemm_args[-1] == sums.ptr
 
     assert mmq_direct.FAMILY.f16_input({**TINY, "MINSUM": 1})["MINSUM"] == 0  # f16 rows in: the min in the dequant
-    big = problem.w_packed.copy()
-    big.reshape(M, -1, 144)[3, 5, :2] = np.frombuffer(np.float16(1.5).tobytes(), np.uint8)  # d = 1.5
-    with pytest.raises(ValueError, match="MINSUM=0"):
-        recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, Problem(problem.workload, big, problem.x), 84)
-    recorded_bound(mmq_direct.FAMILY, TINY, Problem(problem.workload, big, problem.x), 84)  # MINSUM=0 runs it
+    # d = 65/64: f16(63 d) rounds to 64 and -1024 x 64 overflows f16; the f16 just below it is the largest d that runs
+    for d, refused in [(1.5, True), (65 / 64, True), (float(np.nextafter(np.float16(65 / 64), np.float16(0))), False)]:
+        big = problem.w_packed.copy()
+        big.reshape(M, -1, 144)[3, 5, :2] = np.frombuffer(np.float16(d).tobytes(), np.uint8)
+        big_problem = Problem(problem.workload, big, problem.x)
+        if refused:
+            with pytest.raises(ValueError, match="MINSUM=0"):
+                recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, big_problem, 84)
+            recorded_bound(mmq_direct.FAMILY, TINY, big_problem, 84)  # MINSUM=0 runs it
+        else:
+            recorded_bound(mmq_direct.FAMILY, {**TINY, "MINSUM": 1}, big_problem, 84)
+            assert np.isfinite(np.float16(np.float16(d) * np.float16(63)) * np.float16(-1024))
 
 
 @pytest.mark.parametrize("minsum", [0, 1])
