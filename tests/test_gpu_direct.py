@@ -66,7 +66,7 @@ ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
 PRECOMPILE = {"mmq_direct": [{k: v for k, v in c.items() if k != "X16_INPUT"} for c in CONFIGS]
-                           + [{**CONFIGS[i], "ATOMIC": 0} for i in range(len(CONFIGS)) if CONFIGS[i].get("ATOMIC")]}
+                           + [{**c, "ATOMIC": 0} for c in CONFIGS if c.get("ATOMIC")]}
 
 
 @pytest.mark.parametrize("cfg", range(len(CONFIGS)))
@@ -103,7 +103,7 @@ def minsum_dequantize(packed: np.ndarray) -> np.ndarray:
 
 
 def emulated_sums(x: np.ndarray) -> np.ndarray:
-    """f32_to_f16_sums' sums buffer [T, K/16] from x [T, K]: per 32-k sub-block, 8 lanes' f32 sums of their 4
+    """direct_pass's sums buffer [T, K/16] from x [T, K]: per 32-k sub-block, 8 lanes' f32 sums of their 4
     rounded values ((a + b) + (c + d)) added in the butterfly xor 4, 2, 1, as hi = f16(S), lo = f16(S - hi), stored
     per pair of sub-blocks as (hi even, hi odd, lo even, lo odd)."""
     v = x.astype(np.float16).astype(np.float32).reshape(x.shape[0], -1, 8, 4)

@@ -154,10 +154,16 @@ struct RegRows {  // the register-prefetch path's super-block (Rows)
 __device__ __forceinline__ __half2 as_h2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
 __device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
 
-// byte pair (b_lo, b_hi) of `word` (selector 0x4140: bytes 0, 1; 0x4342: bytes 2, 3) -> exact f16 pair
+// byte pair (b_lo, b_hi) of `word` (selector 0x4140: bytes 0, 1; 0x4342: bytes 2, 3) -> (1024 + b_lo, 1024 + b_hi), exact
+template <uint32_t kSel>
+__device__ __forceinline__ __half2 biased_pair(uint32_t word) {
+    return as_h2(__byte_perm(word, 0x64646464u, kSel));
+}
+
+// the same pair as exact f16 values b_lo, b_hi
 template <uint32_t kSel>
 __device__ __forceinline__ __half2 byte_pair(uint32_t word) {
-    return __hsub2(as_h2(__byte_perm(word, 0x64646464u, kSel)), as_h2(0x64006400u));  // (1024 + b) - 1024
+    return __hsub2(biased_pair<kSel>(word), as_h2(0x64006400u));  // (1024 + b) - 1024
 }
 
 // A super-block's 6-bit mins: bytes j of m_lo (j < 4) and j - 4 of m_hi are the sub-blocks' m_j
@@ -213,11 +219,6 @@ __device__ __forceinline__ void dequant4(uint32_t nib, __half2 sw, __half2 nmn, 
 }
 
 // MINSUM: (1024 + q) sw - 1024 sw = q sw, rounded once; the nibble pair is never converted on its own
-template <uint32_t kSel>
-__device__ __forceinline__ __half2 biased_pair(uint32_t word) {  // (1024 + b_lo, 1024 + b_hi), exact
-    return as_h2(__byte_perm(word, 0x64646464u, kSel));
-}
-
 __device__ __forceinline__ void dequant4_nomin(uint32_t nib, __half2 sw, __half2 off, uint32_t& lo, uint32_t& hi) {
     lo = as_u32(__hfma2(biased_pair<0x4140>(nib), sw, off));
     hi = as_u32(__hfma2(biased_pair<0x4342>(nib), sw, off));
@@ -269,7 +270,7 @@ __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2
 
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
 // entry and the next super-block's first chunk on exit (when there is one: `more`).
-// MINSUM: sp[n] points at the super-block's sums pair t for token g + 8 n (f32_to_f16_sums' layout).
+// MINSUM: sp[n] points at the super-block's sums pair t for token g + 8 n (direct_pass's layout).
 template <class Src>
 __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, const __half* const (&xp)[2], Chunk& xn,
                                          bool more, const uint2* const (&sp)[2], int t) {
@@ -469,7 +470,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
                 , float* __restrict__ C_sum, int* __restrict__ counters  // C: the partial sums, with a split
 #endif
 #if MINSUM
-                , const uint2* __restrict__ S  // f32_to_f16_sums' activation sums, [T][K / 64] pairs
+                , const uint2* __restrict__ S  // direct_pass's activation sums, [T][K / 64] pairs
 #endif
 ) {
     using namespace direct;
