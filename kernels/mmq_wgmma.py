@@ -40,6 +40,9 @@ the kernel:
                   BF16_OUTPUT 1 (a launch choice, like X16_INPUT) writes C as bf16 (round to
                   nearest even), the output a 16-bit model passes on: half the bytes, each tile
                   written once (no split K, stream-K or cluster);
+                  EPI 1 (with BF16_OUTPUT) stages each warp's bf16 outputs through 2 KB of
+                  shared memory (stmatrix .trans) and writes whole 32-byte sectors, 16 B per
+                  lane, where EPI 0 stores two bytes per fragment element;
                   PROBE 1 / 2 are timing probes, not kernels (wrong numbers): 1 hands the raw
                   words to the wgmma undequantized (what the loop costs without the dequant
                   math), 2 skips the output stores (what the epilogue costs)
@@ -64,7 +67,8 @@ MMQ_WGMMA_RS_CU = Path(__file__).parent / "cuda" / "mmq_wgmma_rs.cu"
 WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
-            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "BF16_OUTPUT": 0, "PROBE": 0}
+            "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "BF16_OUTPUT": 0,
+            "EPI": 0, "PROBE": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -107,7 +111,8 @@ def smem_bytes(params: dict, qtype: str) -> int:
     raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
     if p["AREG"]:
         predec = 128 + p["RAW"] * bm * 32 if p["PREDEC"] and qtype in ("q4_K", "q5_K") else 0  # kPreDecBytes
-        return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"]) + predec
+        epi = (bm // 16) * 2048 if p["EPI"] else 0  # kEpiBytes: 2 KB of output staging per consumer warp
+        return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"]) + predec + epi
     if p["WS"]:
         return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
     return 1024 + p["STAGES"] * bn * 128 + 2 * bm * 128 + raw
@@ -173,6 +178,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                                                                  or p["SPLITK"] > 1)):
         return (f"BF16_OUTPUT={p['BF16_OUTPUT']}: 0, or 1 with the register-A kernel and each tile written once "
                 "(no STREAMK, CLUSTER or SPLITK > 1)")
+    if p["EPI"] not in (0, 1) or (p["EPI"] and (not p["BF16_OUTPUT"] or p["BN"] % 16)):
+        return (f"EPI={p['EPI']}: 0, or 1 (the bf16 tile staged through shared memory, 16 tokens per stmatrix) "
+                "with BF16_OUTPUT=1 and BN a multiple of 16")
     if p["PROBE"] not in (0, 1, 2) or (p["PROBE"] and not p["AREG"]):
         return (f"PROBE={p['PROBE']}: 0, or a timing probe of the register-A kernel: 1 (raw words, no dequant math) "
                 "or 2 (no output stores)")
@@ -379,7 +387,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
         options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
-                                          "STREAMK", "NSPLIT", "PREDEC", "BF16_OUTPUT", "PROBE")
+                                          "STREAMK", "NSPLIT", "PREDEC", "BF16_OUTPUT", "EPI", "PROBE")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

@@ -175,12 +175,15 @@ PREDEC = [
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1, "PREDEC": 1},
 ]
 # C written as bf16 (BF16_OUTPUT): the huge tile (RASTER, SPLITDEC, PREDEC), the persistent loop, a narrow tile
-# on shapes where the plain launcher would split K (the bf16 kernel does not), f16 input by TMA
+# on shapes where the plain launcher would split K (the bf16 kernel does not), f16 input by TMA; widths 96 and 48
+# (EPI's rounds of 32 and 16 tokens)
 BF16_OUT = [
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "RASTER": 1, "SPLITDEC": 1},
     {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "PERSIST": 1},
     {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2, "WREUSE": 1},
     {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "X16_INPUT": 1, "RASTER": 1, "PREDEC": 1},
+    {"AREG": 1, "BM": 64, "BN": 96, "STAGES": 3, "RAW": 4, "XLOAD": 2},
+    {"AREG": 1, "BM": 128, "BN": 48, "STAGES": 4, "RAW": 3, "XLOAD": 1},
 ]
 # the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
 DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
@@ -191,7 +194,8 @@ ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq 
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1, "PREDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + BF16_OUT + [{**c, "BF16_OUTPUT": 1} for c in BF16_OUT] + ONE_HOT + [DISPATCH_F16]}
+              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + BF16_OUT
+              + [{**c, "BF16_OUTPUT": 1, "EPI": e} for c in BF16_OUT for e in (0, 1)] + ONE_HOT + [DISPATCH_F16]}
 
 
 @pytest.mark.parametrize("qtype", TYPES)
@@ -243,15 +247,18 @@ def bf16_rne(x: np.ndarray) -> np.ndarray:
     return bits.astype(np.uint32).view(np.float32)
 
 
+@pytest.mark.parametrize("epi", (0, 1))
 @pytest.mark.parametrize("qtype", TYPES)
 @pytest.mark.parametrize("cfg", range(len(BF16_OUT)))
-def test_wgmma_bf16_output_is_the_f32_output_rounded(gpu_device, qtype, cfg):
+def test_wgmma_bf16_output_is_the_f32_output_rounded(gpu_device, qtype, cfg, epi):
     """BF16_OUTPUT changes only the epilogue: every output is the same kernel's f32 output rounded to nearest
-    even, bit for bit (the same accumulation: the f32 kernel without split K), and none is left unwritten."""
+    even, bit for bit (the same accumulation: the f32 kernel without split K), and none is left unwritten.
+    EPI 1 (staged through shared memory by stmatrix): a token row or 8-row half misplaced in the transpose,
+    or a lane's rows past M (M 77, 145, 330: not multiples of 8), fails the same comparison."""
     from kernels import mmq_wgmma
 
     f32 = mmq_wgmma.FAMILY.build({**BF16_OUT[cfg], "SPLITK": 1}, qtype, gpu_device)
-    bf16 = mmq_wgmma.FAMILY.build({**BF16_OUT[cfg], "BF16_OUTPUT": 1}, qtype, gpu_device)
+    bf16 = mmq_wgmma.FAMILY.build({**BF16_OUT[cfg], "BF16_OUTPUT": 1, "EPI": epi}, qtype, gpu_device)
     rng = np.random.default_rng([cfg, TYPES.index(qtype), 95])
     shapes = PERSISTENT_SHAPES if BF16_OUT[cfg].get("PERSIST") else SHAPES + DEEP_SHAPES
     for M, K, T in shapes:

@@ -414,6 +414,24 @@ def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
     assert "c[0x0][0xc]" in gemm["persistent"] and "c[0x0][0xc]" not in gemm["plain"]
 
 
+def hgmma_span(sass: str) -> int:
+    """Instructions from the GEMM's first HGMMA to its last: one super-block of the consumer loop."""
+    body = [line for line in nvcc.sass_functions(sass)[mmq_wgmma.FAMILY.kernel_name].splitlines()
+            if re.match(r"\s+/\*[0-9a-f]+\*/\s+[@A-Z]", line)]
+    at = [i for i, line in enumerate(body) if "HGMMA" in line]
+    return at[-1] - at[0] + 1
+
+
+def test_persistent_loop_costs_no_more_instructions_than_the_plain_one():
+    """The rings count whole super-blocks from tile to tile (unsigned), so with STAGES dividing the 4 steps
+    of a super-block every slot and phase stays a compile-time constant in PERSIST's loop as in the plain
+    one (run 26: a signed step offset cost PERSIST 541 instructions per super-block against 503)."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
+    plain = hgmma_span(mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass)
+    persistent = hgmma_span(mmq_wgmma.FAMILY.compile_only({**params, "PERSIST": 1}, "q4_K").sass)
+    assert persistent <= plain * 1.02, (plain, persistent)
+
+
 @pytest.mark.parametrize("persist", [0, 1])
 def test_raster_launches_weight_row_tiles_along_x(persist):
     """RASTER=1: the plain grid is (row tiles, token tiles, split); the persistent grid is as
@@ -624,3 +642,26 @@ def test_bf16_output_is_written_once_per_tile_in_half_the_bytes():
     assert "STG.E.U16" in sass and "STG.E.U16" not in mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass
     for bad in ({"STREAMK": 1, "XLOAD": 1}, {"CLUSTER": 2, "BN": 16}, {"SPLITK": 2}):
         assert "BF16_OUTPUT" in why_not({**params, **bad, "BF16_OUTPUT": 1})
+
+
+@pytest.mark.parametrize("persist", [0, 1])
+def test_staged_bf16_epilogue_stores_whole_sectors_from_shared_memory(persist):
+    """EPI=1: per warp and 64 tokens, 4 stmatrix .trans and 4 sixteen-byte loads and stores (the huge
+    tile: 16 of each), no local memory (an edge lane's 8 values picked from registers, not a stack
+    array), in the persistent loop too; 2 KB of staging per consumer warp; refused without
+    BF16_OUTPUT or with a tile width not a multiple of 16 tokens."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1,
+              "PERSIST": persist, "BF16_OUTPUT": 1}
+    direct = mmq_wgmma.FAMILY.compile_only(params, "q4_K")
+    staged = mmq_wgmma.FAMILY.compile_only({**params, "EPI": 1}, "q4_K")
+    s = staged.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["stack_bytes"] == 0
+    count = lambda sass, op: len(re.findall(rf"\b{op}\b", sass))  # noqa: E731
+    assert count(direct.sass, "STSM.16.MT88.4") == 0 and count(staged.sass, "STSM.16.MT88.4") == 16
+    assert count(staged.sass, "LDS.128") - count(direct.sass, "LDS.128") == 16
+    assert count(staged.sass, "STG.E.128") - count(direct.sass, "STG.E.128") == 16
+    assert count(staged.sass, "LDL") == count(staged.sass, "STL") == 0
+    assert mmq_wgmma.smem_bytes({**params, "EPI": 1}, "q4_K") == mmq_wgmma.smem_bytes(params, "q4_K") + 8 * 2048
+    assert "EPI" in why_not({**params, "BF16_OUTPUT": 0, "EPI": 1})
+    assert "EPI" in why_not({**params, "BN": 24, "EPI": 1})
+    assert why_not({**params, "BN": 96, "EPI": 1}) is None  # rounds of 32 tokens

@@ -149,6 +149,11 @@
 #ifndef PROBE
 #define PROBE 0
 #endif
+// EPI 1 (BF16_OUTPUT): the output tile transposed through shared memory by stmatrix, then written 16 B per
+// lane in whole 32-byte sectors (0: two-byte stores straight from the fragments)
+#ifndef EPI
+#define EPI 0
+#endif
 
 using namespace mmqwg;
 
@@ -171,7 +176,10 @@ constexpr int kBarBytes = (16 * (STAGES + RAW) + 255) / 256 * 256;
 // PREDEC: RAW scale slots of BM rows x 8 (sw, -mn) pairs, after their RAW `scfull` mbarriers (128 B)
 constexpr int kScaleSlotBytes = BM * 8 * 4;
 constexpr int kPreDecBytes = kPreDec ? 128 + RAW * kScaleSlotBytes : 0;
-constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes + kPreDecBytes;
+// EPI: 2 KB of staging per consumer warp
+static_assert(!EPI || BF16_OUTPUT, "EPI: the staged epilogue of BF16_OUTPUT");
+constexpr int kEpiBytes = EPI ? kConsumers * 4 * 2048 : 0;
+constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes + kPreDecBytes + kEpiBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
 static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
 static_assert(RAW >= 2 && RAW <= 8, "RAW must be 2..8");
@@ -208,6 +216,7 @@ struct Smem {
     Bars* bars;
     uint64_t* scfull;  // PREDEC: RAW mbarriers, slot b's scales are decoded
     uint4* scales;     // PREDEC: RAW scale slots [row][2 x uint4]
+    uint8_t* epi;      // EPI: the consumer warps' output staging
 };
 
 struct Job {
@@ -215,7 +224,12 @@ struct Job {
     const void* X;  // XLOAD 0/1: f16 rows / tiled chunks; 2: the tensor map; 3: f32 rows
     int row0, tok0, M, T, K, kb_begin, n;  // n: 64-k steps of this CTA, from super-block kb_begin
     size_t rb;
-    int g0;      // steps the CTA's rings carried before this tile (PERSIST: its earlier tiles; else 0)
+    int sb0;     // super-blocks the CTA's rings carried before this tile (PERSIST: its earlier tiles; else 0)
+    // The rings' counts are unsigned and whole super-blocks apart from tile to tile, so that with STAGES
+    // dividing kSteps a step's slot is a compile-time constant in PERSIST's loop as in the plain one's
+    // (a signed, step-granular offset cost PERSIST 6 % more instructions per super-block: run 26).
+    __device__ __forceinline__ unsigned ring_step(int s) const { return kSteps * static_cast<unsigned>(sb0) + s; }
+    __device__ __forceinline__ unsigned ring_block(int b) const { return static_cast<unsigned>(sb0) + b; }
     int tile_x;  // token tile (XLOAD 1's chunk index)
 };
 
@@ -476,7 +490,7 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
     // MCAST > 1: this CTA's share is token rows [rank BN / MCAST, (rank + 1) BN / MCAST) of every chunk
     const uint32_t share = MCAST > 1 ? cluster_rank() : 0;
     for (int f = 0; f < j.n; ++f) {
-        const int g = j.g0 + f;  // the ring's step count
+        const unsigned g = j.ring_step(f);
         if (g >= STAGES) mbar_wait(&sm.bars->xempty[g % STAGES], ((g / STAGES) - 1) & 1);
         // the whole chunk lands here (a box past T still counts in full): this CTA's share and the others'
         uint64_t* full = &sm.bars->xfull[g % STAGES];
@@ -564,7 +578,7 @@ __device__ __forceinline__ void produce_x(const Smem& sm, const Job& j, int tid)
 // the refill (and so this rawfull) waits for.
 __device__ __forceinline__ void produce_scale_slots(const Smem& sm, const Job& j, int lane) {
     for (int b = 0; b < j.n / kSteps; ++b) {
-        const int g = j.g0 / kSteps + b;
+        const unsigned g = j.ring_block(b);
         mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
         const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
         uint4* out = sm.scales + (g % RAW) * (kScaleSlotBytes / 16);
@@ -588,7 +602,7 @@ __device__ __forceinline__ void produce_job(const Smem& sm, const Job& job, int 
     else if (kPreDec && tid >= 128 - kDecThreads) produce_scale_slots(sm, job, tid - (128 - kDecThreads));
 #endif
     else produce_raw_slots(sm.raw, sm.bars, tid - kXThreads, kRawThreads, job.n / kSteps, job.W, job.row0, job.M,
-                           job.kb_begin, job.rb, job.g0 / kSteps);
+                           job.kb_begin, job.rb, job.sb0);
 }
 
 struct Consumer {
@@ -602,11 +616,11 @@ struct Consumer {
     int r0, tq, lane;            // r0: CTA-local row of the thread's g
 
     // The raw ring's count of super-block b of this tile (its slot and phase; PERSIST: after earlier tiles').
-    __device__ __forceinline__ int raw_count(int b) const { return j.g0 / kSteps + b; }
+    __device__ __forceinline__ unsigned raw_count(int b) const { return j.ring_block(b); }
 
     // Wait until super-block b (relative) has landed and point at its two rows.
     __device__ __forceinline__ void open_block(int b) {
-        const int g = raw_count(b);
+        const unsigned g = raw_count(b);
         mbar_wait(&sm.bars->rawfull[g % RAW], (g / RAW) & 1);
         const uint8_t* slot = sm.raw + (g % RAW) * kRawWBytes;
 #pragma unroll
@@ -699,7 +713,8 @@ struct Consumer {
     // into `nxt` from the words loaded last step, and load the words of step s + 2.
     template <int SUB>
     __device__ __forceinline__ void step(int b, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
-        const int s = kSteps * b + SUB, g = j.g0 + s;  // the tile's step, the ring's
+        const int s = kSteps * b + SUB;  // the tile's step
+        const unsigned g = j.ring_step(s);
         mbar_wait(&sm.bars->xfull[g % STAGES], (g / STAGES) & 1);
         if constexpr (!XSYNC && XLOAD == 0) fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
         const uint32_t x_addr = smem_addr(sm.x) + (g % STAGES) * kXChunk;
@@ -766,7 +781,7 @@ struct Consumer {
             fence_regs(a0);
             fence_regs(a1);
             // the last chunk is read too: the next tile's producer refills its slot (PERSIST, STREAMK)
-            if ((PERSIST || STREAMK) && lane == 0) release_x((j.g0 + j.n - 1) % STAGES);
+            if ((PERSIST || STREAMK) && lane == 0) release_x(j.ring_step(j.n - 1) % STAGES);
         }
     }
 
@@ -775,7 +790,9 @@ struct Consumer {
         // timing probe 2: the stores skipped, behind a test the compiler cannot fold (K is a multiple of 256,
         // never 7), so the accumulators stay live and the loop with them
         if (PROBE == 2 && j.K != 7) return;
-        if constexpr (BF16_OUTPUT) store_tile_bf16(acc, reinterpret_cast<uint16_t*>(C), j.M, j.T, j.row0, j.tok0);
+        if constexpr (BF16_OUTPUT && EPI)
+            store_tile_bf16_staged(acc, reinterpret_cast<uint16_t*>(C), j.M, j.T, j.row0, j.tok0, sm.epi);
+        else if constexpr (BF16_OUTPUT) store_tile_bf16(acc, reinterpret_cast<uint16_t*>(C), j.M, j.T, j.row0, j.tok0);
         else store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
         if constexpr (MCAST > 1) cluster_sync();  // the other CTAs still arrive on this one's barriers until then
 #else
@@ -892,18 +909,18 @@ __device__ __forceinline__ void run_stream_k(const Smem& sm, const uint8_t* W, c
     const int tiles_x = (T + BN - 1) / BN, tiles_y = (M + BM - 1) / BM, nsb = K / 256;
     const int dp = static_cast<int>(gridDim.x) - sk_ctas, c = static_cast<int>(blockIdx.x) - dp;
     const StreamK s{sk_ctas, nsb, (tiles_x * tiles_y - dp) * nsb};
-    auto job_at = [&](int t, int b0, int nb, int g0) {  // launch-order tile t, its super-blocks [b0, b0 + nb)
+    auto job_at = [&](int t, int b0, int nb, int sb0) {  // launch-order tile t, its super-blocks [b0, b0 + nb)
         const int tx = RASTER ? t / tiles_y : t % tiles_x, ty = RASTER ? t % tiles_y : t / tiles_x;
-        return Job{W, X, ty * BM, tx * BN, M, T, K, b0, nb * kSteps, static_cast<size_t>(row_bytes), g0, tx};
+        return Job{W, X, ty * BM, tx * BN, M, T, K, b0, nb * kSteps, static_cast<size_t>(row_bytes), sb0, tx};
     };
     // the CTA's pieces: (tile relative to dp, first super-block, super-blocks, ring steps before it)
     auto for_each_piece = [&](auto&& body) {
         const int u1 = s.start(c + 1);
-        for (int u = s.start(c), g0 = 0; u < u1;) {
+        for (int u = s.start(c), sb0 = 0; u < u1;) {
             const int r = u / nsb, b0 = u % nsb, nb = min(nsb - b0, u1 - u);
-            body(r, job_at(dp + r, b0, nb, g0));
+            body(r, job_at(dp + r, b0, nb, sb0));
             u += nb;
-            g0 += nb * kSteps;
+            sb0 += nb;
         }
     };
     if (threadIdx.x >= kConsumerThreads) {
@@ -955,7 +972,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
     uint8_t* raw = smem + STAGES * kXChunk;
     uint8_t* predec = raw + RAW * kRawWBytes + kBarBytes;  // (PREDEC only)
     const Smem sm{smem, raw, reinterpret_cast<Bars*>(raw + RAW * kRawWBytes), reinterpret_cast<uint64_t*>(predec),
-                  reinterpret_cast<uint4*>(predec + 128)};
+                  reinterpret_cast<uint4*>(predec + 128), predec + kPreDecBytes};
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
@@ -992,7 +1009,7 @@ mmq_wgmma_gemm(const uint8_t* __restrict__ W, const void* __restrict__ X, float*
         const int bx = static_cast<int>(blockIdx.x), by = static_cast<int>(blockIdx.y);
         const int tx = PERSIST ? (RASTER ? t / tiles_y : t % tiles_x) : (RASTER ? by : bx);
         const int ty = PERSIST ? (RASTER ? t % tiles_y : t / tiles_x) : (RASTER ? bx : by);
-        return Job{W, X, ty * BM, tx * BN, M, T, K, kb_begin, n, static_cast<size_t>(row_bytes), it * n, tx};
+        return Job{W, X, ty * BM, tx * BN, M, T, K, kb_begin, n, static_cast<size_t>(row_bytes), it * (kb_end - kb_begin), tx};
     };
     const int t0 = PERSIST ? static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x) : 0;
     const int dt = PERSIST ? static_cast<int>(gridDim.x * gridDim.y) : 1;

@@ -28,7 +28,7 @@ __device__ __forceinline__ void produce_raw_slots(uint8_t* raw, Bars* bars, int 
                                                   const uint8_t* __restrict__ W, int row0, int M, int kb_begin,
                                                   size_t rb, int b0 = 0) {
     for (int b = 0; b < n_sb; ++b) {
-        const int g = b0 + b;
+        const unsigned g = static_cast<unsigned>(b0) + b;  // (unsigned: the slot of RAW | 4 folds)
         if (g >= RAW) mbar_wait(&bars->rawempty[g % RAW], ((g / RAW) - 1) & 1);
         issue_raw(raw + (g % RAW) * kRawWBytes, tid, nthr, W, row0, M, kb_begin + b, rb);
         cp_async_mbar_arrive(&bars->rawfull[g % RAW]);

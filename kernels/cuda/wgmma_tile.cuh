@@ -173,6 +173,59 @@ __device__ __forceinline__ void store_tile_bf16(const float (&acc)[BN / 2], uint
     }
 }
 
+// The same output through shared memory (EPI = 1): 128 two-byte stores per thread, each warp
+// instruction 4 tokens x 16 B, become 16 stmatrix and 16 sixteen-byte stores of whole 32-byte
+// sectors. Per warp and 64 tokens: stmatrix .trans turns the fragments (rows x tokens) into
+// 2 KB of token rows of 16 bf16 (`stage`, the warp's own), read back 16 B per lane. The 16-byte
+// halves of a token row swap every 4 tokens, so neither side has bank conflicts. Eight rows that
+// pass M, or a C whose rows are not 16-byte aligned (M % 8), are stored element by element.
+// (A template, so that only a kernel that stores this way needs BN % 16 == 0.)
+template <int W = BN>
+__device__ __forceinline__ void store_tile_bf16_staged(const float (&acc)[W / 2], uint16_t* C, int M, int T,
+                                                       int row0, int tok0, uint8_t* stage) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int kRound = W % 64 == 0 ? 64 : W % 32 == 0 ? 32 : 16;  // tokens per round (2 KB at most)
+    static_assert(W % 16 == 0, "EPI: whole 16-token stmatrix groups");
+    uint8_t* buf = stage + warp * 2048;
+    auto at = [&](int tl, int half) { return smem_addr(buf + tl * 32 + ((half ^ ((tl >> 2) & 1)) << 4)); };
+    auto bf2 = [&](int k) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[k], acc[k + 1]);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    };
+    const int r = row0 + 16 * warp + 8 * (lane & 1);  // this lane's 8 rows
+    const bool whole = r + 8 <= M && M % 8 == 0;
+#pragma unroll
+    for (int q = 0; q < W / kRound; ++q) {
+#pragma unroll
+        for (int p = 0; p < kRound / 16; ++p) {  // n8 blocks i, i + 1; matrix j = (block i + j / 2, rows 8 (j % 2) ..)
+            const int i = q * (kRound / 8) + 2 * p, j = lane >> 3;
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                         ::"r"(at(16 * p + 8 * (j >> 1) + (lane & 7), j & 1)), "r"(bf2(4 * i)), "r"(bf2(4 * i + 2)),
+                         "r"(bf2(4 * i + 4)), "r"(bf2(4 * i + 6))
+                         : "memory");
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < kRound / 16; ++u) {  // 16 token rows of 32 B per warp instruction
+            const int tl = 16 * u + (lane >> 1), t = tok0 + q * kRound + tl;
+            uint4 v;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(at(tl, lane & 1)) : "memory");
+            if (t >= T) continue;
+            uint16_t* o = C + static_cast<size_t>(t) * M + r;
+            if (whole) {
+                *reinterpret_cast<uint4*>(o) = v;
+            } else {
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int k = 0; k < 8; ++k)  // constant k: w stays in registers
+                    if (r + k < M) o[k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+            }
+        }
+        __syncwarp();  // the round's reads are done before the next round's stmatrix
+    }
+}
+
 // Consumer warps' accumulators (rows 16 warp + g (+8), tokens 8 i + 2 tq (+1)) to C.
 __device__ __forceinline__ void store_tile(const float (&acc)[BN / 2], float* C, int M, int T, int row0, int tok0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
