@@ -142,10 +142,31 @@ def time_point(device, variant, problem: Problem, reps: int, warmup: int):
         bound.release()
 
 
+def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int, interleave: bool) -> dict:
+    """Each line's timing of one workload: line after line, or (interleave) round-robin in one loop with
+    the order rotated every rep (gates.perf.time_interleaved), so that a clock or thermal drift falls on
+    every line alike and a ratio between lines is measured under the same conditions."""
+    if not interleave:
+        return {name: time_point(device, v, problem, reps, warmup) for name, v in variants.items()}
+    from gates import perf
+
+    bounds = {}
+    try:
+        for name, v in variants.items():
+            bounds[name] = [v.prepare(problem)]
+        return perf.time_interleaved(device, bounds, reps, warmup)
+    finally:
+        for prepared in bounds.values():
+            for b in prepared:
+                b.release()
+
+
 def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int = 0,
-              progress=print, tuned: dict | None = None, partial_csv: Path | None = None) -> pd.DataFrame:
+              progress=print, tuned: dict | None = None, partial_csv: Path | None = None,
+              interleave: bool = False) -> pd.DataFrame:
     """Time every (type, shape, T, line); with `partial_csv`, the rows measured so far are rewritten
-    there after each workload, so a sweep stopped by a timeout keeps what it measured."""
+    there after each workload, so a sweep stopped by a timeout keeps what it measured. `interleave`:
+    a workload's lines are timed round-robin (time_lines)."""
     from kernels import families, quant
 
     rng = np.random.default_rng(seed)
@@ -161,17 +182,21 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 x = rng.standard_normal((T, K), dtype=np.float32)
                 problem = Problem(Workload(qtype, M, K, T), w, x)
                 lines = [line for line in sweep.lines if not line.types or qtype in line.types]
+                chosen = {}  # line name -> (variant, params, origin)
                 for line in lines:
                     params, origin = line_params(line, qtype, T, arch, tuned)
                     params = line_config(line, params)
                     key = (line.family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
                         built[key] = families.get(line.family).build(params, qtype, device)
-                    t = time_point(device, built[key], problem, reps, warmup)
-                    tflops = problem.workload.flops / t.median / 1e12
-                    rows.append(dict(type=qtype, M=M, K=K, T=T, line=line.name, params=json.dumps(params),
+                    chosen[line.name] = (built[key], params, origin)
+                timings = time_lines(device, {name: c[0] for name, c in chosen.items()}, problem, reps, warmup,
+                                     interleave)
+                for name, (_, params, origin) in chosen.items():
+                    t = timings[name]
+                    rows.append(dict(type=qtype, M=M, K=K, T=T, line=name, params=json.dumps(params),
                                      origin=origin, median_us=t.median * 1e6, p90_us=t.p90 * 1e6,
-                                     tflops=tflops))
+                                     tflops=problem.workload.flops / t.median / 1e12))
                 done += 1
                 progress(f"[{done}/{total}] {qtype} M={M} K={K} T={T}: " + ", ".join(
                     f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(lines):]) + " TFLOP/s")
@@ -273,6 +298,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tuned", help="best.json from scripts/sweep_mmq.py: swept configurations per (type, T)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=LINE:JSON",
                     help="one more line: LINE's configuration with these parameters set (repeatable)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="time a workload's lines round-robin, order rotated each rep (ratios under one drift)")
     args = ap.parse_args(argv)
 
     from kernels import cuda_runtime
@@ -289,7 +316,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / "bench.partial.csv"  # replaced by bench.csv (with the ratios) when the sweep completes
-    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned, partial_csv=partial), ceilings)
+    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned, partial_csv=partial,
+                              interleave=args.interleave), ceilings)
     record(df, ceilings, device.info, out, args.tracking_uri)
     partial.unlink(missing_ok=True)
     print(summary_table(df))

@@ -38,3 +38,36 @@ def test_a_variant_that_names_no_line_or_no_json_says_so():
         bench.derived_line("v=mmq_wgmma:{A: 1}")
     with pytest.raises(ValueError, match="NAME=LINE:JSON"):
         bench.derived_line("mmq_wgmma")
+
+
+
+class TimedOrder:
+    """The CPU device, noting the line (by its rows_per_tile) whose bound each timed sample ran."""
+
+    def __init__(self, device, line_of_rows: dict):
+        self.device, self.line_of_rows, self.order = device, line_of_rows, []
+
+    def __getattr__(self, attr):
+        return getattr(self.device, attr)
+
+    def time_once(self, fn, inner: int = 1) -> float:
+        self.order.append(self.line_of_rows[fn.__self__.params["rows_per_tile"]])
+        return self.device.time_once(fn, inner)
+
+
+def test_interleaved_lines_are_timed_round_robin_and_rotated():
+    """--interleave: one workload's lines alternate sample by sample, the first one rotating each rep, where
+    the default times every sample of one line before the next line starts."""
+    base = {**CPU_DEMO.fixed, **CPU_DEMO.defaults}
+    lines = [bench.Line(name, "cpu_demo", extra=tuple({**base, "rows_per_tile": rows}.items()))
+             for name, rows in (("a", 64), ("b", 128))]
+    sweep = bench.Sweep(shapes=[(128, 512)], Ts=[16], types=["q4_K"], lines=lines)
+    orders = {}
+    for interleave in (False, True):
+        device = TimedOrder(open_device("cpu"), {64: "a", 128: "b"})
+        df = bench.run_sweep(device, sweep, reps=4, warmup=1, progress=lambda msg: None, interleave=interleave)
+        assert list(df["line"]) == ["a", "b"] and (df["tflops"] > 0).all()
+        orders[interleave] = "".join(device.order)
+    assert orders[False] == "a" * orders[False].count("a") + "b" * orders[False].count("b")
+    # warm-up (a b), the calibration (a), then 4 reps with the first line rotating
+    assert orders[True] == "ab" + "a" + "ab" "ba" "ab" "ba"
