@@ -42,7 +42,8 @@ the kernel:
                   written once (no split K, stream-K or cluster);
                   EPI 1 (with BF16_OUTPUT) stages each warp's bf16 outputs through 2 KB of
                   shared memory (stmatrix .trans) and writes whole 32-byte sectors, 16 B per
-                  lane, where EPI 0 stores two bytes per fragment element;
+                  lane, where EPI 0 stores two bytes per fragment element (a BN that is not
+                  a multiple of 16 keeps those direct stores);
                   PROBE 1 / 2 are timing probes, not kernels (wrong numbers): 1 hands the raw
                   words to the wgmma undequantized (what the loop costs without the dequant
                   math), 2 skips the output stores (what the epilogue costs)
@@ -111,7 +112,7 @@ def smem_bytes(params: dict, qtype: str) -> int:
     raw = p["RAW"] * bm * RAW_CHUNKS[qtype] * 16
     if p["AREG"]:
         predec = 128 + p["RAW"] * bm * 32 if p["PREDEC"] and qtype in ("q4_K", "q5_K") else 0  # kPreDecBytes
-        epi = (bm // 16) * 2048 if p["EPI"] else 0  # kEpiBytes: 2 KB of output staging per consumer warp
+        epi = (bm // 16) * 2048 if p["EPI"] and bn % 16 == 0 else 0  # kEpiBytes: 2 KB of staging per consumer warp
         return 1024 + p["STAGES"] * bn * 128 + raw + rs_barrier_bytes(p["STAGES"], p["RAW"]) + predec + epi
     if p["WS"]:
         return 1024 + p["STAGES"] * bn * 128 + p["ABUF"] * bm * 128 + raw + WS_BARRIER_BYTES
@@ -178,9 +179,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                                                                  or p["SPLITK"] > 1)):
         return (f"BF16_OUTPUT={p['BF16_OUTPUT']}: 0, or 1 with the register-A kernel and each tile written once "
                 "(no STREAMK, CLUSTER or SPLITK > 1)")
-    if p["EPI"] not in (0, 1) or (p["EPI"] and (not p["BF16_OUTPUT"] or p["BN"] % 16)):
-        return (f"EPI={p['EPI']}: 0, or 1 (the bf16 tile staged through shared memory, 16 tokens per stmatrix) "
-                "with BF16_OUTPUT=1 and BN a multiple of 16")
+    if p["EPI"] not in (0, 1) or (p["EPI"] and not p["BF16_OUTPUT"]):
+        return f"EPI={p['EPI']}: 0, or 1 (the bf16 tile staged through shared memory) with BF16_OUTPUT=1"
     if p["PROBE"] not in (0, 1, 2) or (p["PROBE"] and not p["AREG"]):
         return (f"PROBE={p['PROBE']}: 0, or a timing probe of the register-A kernel: 1 (raw words, no dequant math) "
                 "or 2 (no output stores)")

@@ -62,6 +62,6 @@ def test_precompile_adds_every_champion_as_each_bench_line_of_its_lever_runs_it(
     champions.promote("wgmma", champions.key("q4_K", "sm_90", "large"), {"family": "mmq_wgmma", "params": tile}, path)
     found = precompile.champion_configs(path)
     x16 = {**tile, "X16_INPUT": 1, "XLOAD": 2}
-    # mmq_wgmma, mmq_wgmma_x16 and mmq_wgmma_16 (f16 in, bf16 out)
-    assert found == {"mmq_wgmma": [tile, x16, {**x16, "BF16_OUTPUT": 1}]}
+    # mmq_wgmma, mmq_wgmma_x16 and mmq_wgmma_16 (f16 in, bf16 out, staged epilogue)
+    assert found == {"mmq_wgmma": [tile, x16, {**x16, "BF16_OUTPUT": 1, "EPI": 1}]}
 

@@ -176,9 +176,10 @@ constexpr int kBarBytes = (16 * (STAGES + RAW) + 255) / 256 * 256;
 // PREDEC: RAW scale slots of BM rows x 8 (sw, -mn) pairs, after their RAW `scfull` mbarriers (128 B)
 constexpr int kScaleSlotBytes = BM * 8 * 4;
 constexpr int kPreDecBytes = kPreDec ? 128 + RAW * kScaleSlotBytes : 0;
-// EPI: 2 KB of staging per consumer warp
+// EPI: 2 KB of staging per consumer warp, where the tile is whole 16-token stmatrix groups (else the direct stores)
 static_assert(!EPI || BF16_OUTPUT, "EPI: the staged epilogue of BF16_OUTPUT");
-constexpr int kEpiBytes = EPI ? kConsumers * 4 * 2048 : 0;
+constexpr bool kStagedEpi = EPI && BN % 16 == 0;
+constexpr int kEpiBytes = kStagedEpi ? kConsumers * 4 * 2048 : 0;
 constexpr int kSmemRs = kAlign + STAGES * kXChunk + RAW * kRawWBytes + kBarBytes + kPreDecBytes + kEpiBytes;
 static_assert(kThreads == kConsumerThreads, "WARPS_M = BM / 16: the consumers' warps");
 static_assert(STAGES >= 2 && STAGES <= 16, "STAGES must be 2..16");
@@ -790,7 +791,7 @@ struct Consumer {
         // timing probe 2: the stores skipped, behind a test the compiler cannot fold (K is a multiple of 256,
         // never 7), so the accumulators stay live and the loop with them
         if (PROBE == 2 && j.K != 7) return;
-        if constexpr (BF16_OUTPUT && EPI)
+        if constexpr (BF16_OUTPUT && kStagedEpi)
             store_tile_bf16_staged(acc, reinterpret_cast<uint16_t*>(C), j.M, j.T, j.row0, j.tok0, sm.epi);
         else if constexpr (BF16_OUTPUT) store_tile_bf16(acc, reinterpret_cast<uint16_t*>(C), j.M, j.T, j.row0, j.tok0);
         else store_tile(acc, C, j.M, j.T, j.row0, j.tok0);
