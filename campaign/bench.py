@@ -65,7 +65,7 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          # the same kernel fed f16 activations (a 16-bit model's): no f32 -> f16 pass per call
          "mmq_wgmma_x16": Line("mmq_wgmma_x16", "mmq_wgmma", "wgmma", f16_input=True),
          # and writing bf16 (no split K): 16-bit in, 16-bit out, as the bf16_cublas anchor; the output staged
-         # through shared memory (EPI: faster on all 24 workloads of perf log run 64, by up to 3.9 %)
+         # through shared memory (EPI: faster on all 24 workloads of perf log run 64, by 0.2-3.8 %)
          "mmq_wgmma_16": Line("mmq_wgmma_16", "mmq_wgmma", "wgmma", (("BF16_OUTPUT", 1), ("EPI", 1)), f16_input=True),
          # weights straight from global memory into mma.sync fragments (q4_K, few tokens)
          "mmq_direct": Line("mmq_direct", "mmq_direct", "direct", types=("q4_K",)),
