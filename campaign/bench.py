@@ -133,33 +133,24 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
     return (heuristic, "heuristic") if heuristic is not None else ({}, "fixed")
 
 
-def time_point(device, variant, problem: Problem, reps: int, warmup: int):
-    from gates import perf
-
-    bound = variant.prepare(problem)
-    try:
-        return perf.time_variant(device, bound, reps=reps, warmup=warmup)
-    finally:
-        bound.release()
-
-
 def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int, interleave: bool) -> dict:
-    """Each line's timing of one workload: line after line, or (interleave) round-robin in one loop with
-    the order rotated every rep (gates.perf.time_interleaved), so that a clock or thermal drift falls on
-    every line alike and a ratio between lines is measured under the same conditions."""
-    if not interleave:
-        return {name: time_point(device, v, problem, reps, warmup) for name, v in variants.items()}
+    """Each line's timing of one workload (gates.perf.time_interleaved on fresh bounds): line after line, or
+    (interleave) all lines round-robin in one loop with the order rotated every rep, so that a clock or
+    thermal drift falls on every line alike and a ratio between lines is measured under the same conditions."""
     from gates import perf
 
-    bounds = {}
-    try:
-        for name, v in variants.items():
-            bounds[name] = [v.prepare(problem)]
-        return perf.time_interleaved(device, bounds, reps, warmup)
-    finally:
-        for prepared in bounds.values():
-            for b in prepared:
-                b.release()
+    timings = {}
+    for group in ([variants] if interleave else [{name: v} for name, v in variants.items()]):
+        bounds = {}
+        try:
+            for name, v in group.items():
+                bounds[name] = [v.prepare(problem)]
+            timings.update(perf.time_interleaved(device, bounds, reps, warmup))
+        finally:
+            for prepared in bounds.values():
+                for bound in prepared:
+                    bound.release()
+    return timings
 
 
 def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int = 0,

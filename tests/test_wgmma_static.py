@@ -414,9 +414,9 @@ def test_persistent_kernel_loops_over_tiles_and_the_plain_one_does_not():
     assert "c[0x0][0xc]" in gemm["persistent"] and "c[0x0][0xc]" not in gemm["plain"]
 
 
-def hgmma_span(sass: str) -> int:
-    """Instructions from the GEMM's first HGMMA to its last: one super-block of the consumer loop."""
-    body = [line for line in nvcc.sass_functions(sass)[mmq_wgmma.FAMILY.kernel_name].splitlines()
+def hgmma_span(params: dict) -> int:
+    """Instructions from the q4_K GEMM's first HGMMA to its last: one super-block of the consumer loop."""
+    body = [line for line in main_loop_sass(params, "q4_K").splitlines()
             if re.match(r"\s+/\*[0-9a-f]+\*/\s+[@A-Z]", line)]
     at = [i for i, line in enumerate(body) if "HGMMA" in line]
     return at[-1] - at[0] + 1
@@ -427,8 +427,7 @@ def test_persistent_loop_costs_no_more_instructions_than_the_plain_one():
     of a super-block every slot and phase stays a compile-time constant in PERSIST's loop as in the plain
     one (run 26: a signed step offset cost PERSIST 541 instructions per super-block against 503)."""
     params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
-    plain = hgmma_span(mmq_wgmma.FAMILY.compile_only(params, "q4_K").sass)
-    persistent = hgmma_span(mmq_wgmma.FAMILY.compile_only({**params, "PERSIST": 1}, "q4_K").sass)
+    plain, persistent = hgmma_span(params), hgmma_span({**params, "PERSIST": 1})
     assert persistent <= plain * 1.02, (plain, persistent)
 
 
