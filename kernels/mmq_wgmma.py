@@ -44,6 +44,8 @@ the kernel:
                   shared memory (stmatrix .trans) and writes whole 32-byte sectors, 16 B per
                   lane, where EPI 0 stores two bytes per fragment element (a BN that is not
                   a multiple of 16 keeps those direct stores);
+                  ASETS 3 gives each consumer three A register sets, so two wgmma groups stay
+                  in flight while it dequantizes the next step (2: one group, as before);
                   PROBE 1 / 2 are timing probes, not kernels (wrong numbers): 1 hands the raw
                   words to the wgmma undequantized (what the loop costs without the dequant
                   math), 2 skips the output stores (what the epilogue costs)
@@ -69,7 +71,7 @@ WGMMA_WIDTHS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 4, "DEQ": 0, "MIN_BLOCKS": 1, "SPLITK": 0, "WS": 0, "ABUF": 2,
             "AREG": 0, "RAW": 2, "XSYNC": 0, "XLOAD": 0, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
             "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2, "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "BF16_OUTPUT": 0,
-            "EPI": 0, "PROBE": 0}
+            "EPI": 0, "ASETS": 2, "PROBE": 0}
 # CU_TENSOR_MAP_L2_PROMOTION_* a row-major f16 tensor map (XLOAD 2) may use: 2 = 128 B, 3 = 256 B per miss
 L2_PROMOTIONS = (2, 3)
 # how activations reach shared memory (the register-A kernel's XLOAD)
@@ -181,6 +183,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict) -> str | None:
                 "(no STREAMK, CLUSTER or SPLITK > 1)")
     if p["EPI"] not in (0, 1) or (p["EPI"] and not p["BF16_OUTPUT"]):
         return f"EPI={p['EPI']}: 0, or 1 (the bf16 tile staged through shared memory) with BF16_OUTPUT=1"
+    if p["ASETS"] not in (2, 3) or (p["ASETS"] == 3 and (not p["AREG"] or p["STAGES"] < 3)):
+        return (f"ASETS={p['ASETS']}: 2, or 3 A register sets (two wgmma groups in flight) with the register-A kernel "
+                "and STAGES >= 3")
     if p["PROBE"] not in (0, 1, 2) or (p["PROBE"] and not p["AREG"]):
         return (f"PROBE={p['PROBE']}: 0, or a timing probe of the register-A kernel: 1 (raw words, no dequant math) "
                 "or 2 (no output stores)")
@@ -387,7 +392,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         p = full_params(params)
         # the cluster and launch options are defined only away from their defaults (the kernel's own)
         options = {k: p[k] for k in ("CLUSTER", "MCAST", "PDL", "WREUSE", "PERSIST", "RASTER", "SPLITDEC",
-                                          "STREAMK", "NSPLIT", "PREDEC", "BF16_OUTPUT", "EPI", "PROBE")
+                                          "STREAMK", "NSPLIT", "PREDEC", "BF16_OUTPUT", "EPI", "ASETS", "PROBE")
                    if p[k] != DEFAULTS[k]}  # (L2PROMO is the launcher's: not compiled in)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")},
                 **options}

@@ -185,6 +185,19 @@ BF16_OUT = [
     {"AREG": 1, "BM": 64, "BN": 96, "STAGES": 3, "RAW": 4, "XLOAD": 2},
     {"AREG": 1, "BM": 128, "BN": 48, "STAGES": 4, "RAW": 3, "XLOAD": 1},
 ]
+# three A register sets (ASETS 3: two wgmma groups in flight, sets rotating over 12 steps, chunks released two steps
+# late): 1..3 and 16 / 24 super-blocks (every remainder of the 3-super-block loop), split K, the persistent loop and
+# stream-K (whose last two chunks are released after the loop), the bench's 16-bit tile with a 5-deep ring
+THREE_SETS = [
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1, "PDL": 1, "RASTER": 1, "SPLITDEC": 1,
+     "ASETS": 3},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 5, "RAW": 2, "XLOAD": 2, "X16_INPUT": 1, "RASTER": 1, "SPLITDEC": 1,
+     "BF16_OUTPUT": 1, "EPI": 1, "ASETS": 3},
+    {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 3, "RAW": 3, "XLOAD": 2, "PDL": 2, "WREUSE": 1, "ASETS": 3},
+    {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 3, "ASETS": 3},
+    {"AREG": 1, "BM": 64, "BN": 128, "STAGES": 3, "RAW": 3, "XLOAD": 1, "PERSIST": 1, "ASETS": 3},
+    {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "STREAMK": 1, "SPLITK": 1, "ASETS": 3},
+]
 # the kernel the dispatcher runs for f16 activations under an XLOAD 1 champion (its last test)
 DISPATCH_F16 = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "RASTER": 1, "SPLITDEC": 1}
 # the one-hot test's kernels: each shared-memory-A kernel with both dequant maths, the register-A one
@@ -194,7 +207,7 @@ ONE_HOT = [{"BM": 128, "BN": 64, "WS": ws, "DEQ": deq} for ws in (0, 1) for deq 
     {"BM": 128, "BN": 64, "AREG": 1, "XLOAD": 1, "SPLITDEC": 1, "PREDEC": 1}]
 # scripts/precompile.py builds these off the GPU
 PRECOMPILE = {"mmq_wgmma": CONFIGS + DEEP_RING + CLUSTER_SPLIT + MULTICAST + DEPENDENT + WORD_REUSE + PERSISTENT
-              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + BF16_OUT
+              + RASTER + SPLIT_DECODE + STREAM_K + NSPLIT + PREDEC + BF16_OUT + THREE_SETS
               + [{**c, "BF16_OUTPUT": 1, "EPI": e} for c in BF16_OUT for e in (0, 1)] + ONE_HOT + [DISPATCH_F16]}
 
 
@@ -225,6 +238,22 @@ def test_wgmma_column_blocks_cover_the_tile(gpu_device, qtype, cfg):
     shapes = STREAM_K_SHAPES if NSPLIT[cfg].get("STREAMK") else PERSISTENT_SHAPES if NSPLIT[cfg].get("PERSIST") \
         else SHAPES
     check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 93], f"nsplit{cfg}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("cfg", range(len(THREE_SETS)))
+def test_wgmma_three_register_sets_rotate(gpu_device, qtype, cfg):
+    """A set overwritten while its wgmma still reads it, a chunk released a step early, or a remainder of the
+    3-super-block loop skipped gives wrong sums, and the bound fails."""
+    from kernels import mmq_wgmma
+
+    params = THREE_SETS[cfg]
+    if reason := mmq_wgmma.invalid_reason(params, qtype, gpu_device.info):
+        pytest.skip(reason)  # (the 5-deep ring of the 16-bit tile fits q4_K and q5_K only)
+    variant = mmq_wgmma.FAMILY.build(params, qtype, gpu_device)
+    shapes = STREAM_K_SHAPES if params.get("STREAMK") else PERSISTENT_SHAPES if params.get("PERSIST") \
+        else SHAPES + DEEP_SHAPES
+    check_shapes(variant, qtype, shapes, [cfg, TYPES.index(qtype), 89], f"asets{cfg}")
 
 
 @pytest.mark.parametrize("qtype", TYPES)

@@ -668,3 +668,28 @@ def test_staged_bf16_epilogue_stores_whole_sectors_from_shared_memory(persist):
     assert mmq_wgmma.smem_bytes({**narrow, "EPI": 1}, "q4_K") == mmq_wgmma.smem_bytes(narrow, "q4_K")
     assert (mmq_wgmma.FAMILY.compile_only({**narrow, "EPI": 1}, "q4_K").sass
             == mmq_wgmma.FAMILY.compile_only(narrow, "q4_K").sass)
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
+def test_three_register_sets_keep_two_wgmma_groups_in_flight(qtype):
+    """ASETS 3: the loop runs 12 steps (three super-blocks) per trip, so each step's A set is fixed; each step
+    waits for the group two steps back (DEPBAR.LE gsb0, 0x2), never for the one before; the 16 more A
+    registers fit the consumers' setmaxnreg (no spill, no local memory, ptxas silent). ASETS 2 keeps its SASS."""
+    params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "SPLITDEC": 1}
+    three = mmq_wgmma.FAMILY.compile_only({**params, "ASETS": 3}, qtype)
+    two = mmq_wgmma.FAMILY.compile_only(params, qtype)
+    assert mmq_wgmma.FAMILY.compile_only({**params, "ASETS": 2}, qtype).sass == two.sass
+    waits = collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", three.sass))
+    assert waits["0x2"] == 12 and waits["0x1"] == 0, waits
+    assert collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", two.sass))["0x1"] == 4
+    assert three.sass.count("HGMMA.") == 3 * two.sass.count("HGMMA.")
+    s = three.summary([mmq_wgmma.FAMILY.kernel_name])
+    assert s["spill_store_bytes"] == 0 and s["local_mem_ops"] == 0
+    assert "warning" not in three.ptxas_log.lower()
+
+
+def test_three_register_sets_say_why_not():
+    assert why_not({"AREG": 1, "BN": 256, "STAGES": 4, "ASETS": 3}) is None
+    assert "ASETS=4" in why_not({"AREG": 1, "ASETS": 4})
+    assert "STAGES >= 3" in why_not({"AREG": 1, "STAGES": 2, "ASETS": 3})
+    assert "register-A" in why_not({"BN": 128, "ASETS": 3})

@@ -154,6 +154,11 @@
 #ifndef EPI
 #define EPI 0
 #endif
+// ASETS 3: three A register sets, so a warpgroup keeps two wgmma groups in flight while it dequantizes the
+// next step (2: one group in flight, the other set being written)
+#ifndef ASETS
+#define ASETS 2
+#endif
 
 using namespace mmqwg;
 
@@ -198,6 +203,9 @@ static_assert(!STREAMK || (kXByCopyEngine && CLUSTER == 1 && MCAST == 1 && !PERS
               "STREAMK: activations by the copy engine (XLOAD 1/2), no cluster, not PERSIST");
 static_assert(!BF16_OUTPUT || (CLUSTER == 1 && !STREAMK), "BF16_OUTPUT: each tile written once by its CTA");
 constexpr bool kSplitDec = SPLITDEC && QTYPE <= 1;  // (q6_K and q8_0 have no per-block decode to split)
+static_assert(ASETS == 2 || ASETS == 3, "ASETS: 2 or 3 A register sets");
+static_assert(STAGES >= ASETS, "ASETS - 1 steps' chunks stay held while the next one is multiplied");
+constexpr int kInFlight = ASETS - 1;  // wgmma groups a warpgroup leaves running when it dequantizes the next step
 // NSPLIT: the warpgroup's accumulators as NSPLIT independent column blocks of BN / NSPLIT tokens, one wgmma
 // each per k16 slice, issued alternately: back-to-back wgmmas then never wait on each other's accumulators
 constexpr int kNSplit = NSPLIT, kNBlock = BN / NSPLIT;
@@ -207,7 +215,8 @@ constexpr int kXShare = kXChunk / MCAST;  // the bytes of a chunk one CTA of the
 static_assert(CLUSTER == 1 || kConsumerThreads * BN * 2 <= STAGES * kXChunk + RAW * kRawWBytes,
               "the cluster's partial sums do not fit in the drained ring and raw slots");
 constexpr bool kMoveRegs = (kConsumers == 2 && MIN_BLOCKS == 1);
-constexpr int kProducerRegs = 72, kConsumerRegs = 208;
+// ASETS 3: 16 more A registers per consumer thread, taken from the producer (56 x 128 + 224 x 256 = 64512 of 65536)
+constexpr int kProducerRegs = ASETS == 3 ? 56 : 72, kConsumerRegs = ASETS == 3 ? 224 : 208;
 static_assert(!kMoveRegs || register_split_fits(kProducerRegs, kConsumerRegs, kConsumerThreads), "register file");
 static_assert(sizeof(Bars) <= kBarBytes, "barriers overflow their smem slot");
 
@@ -726,9 +735,9 @@ struct Consumer {
             for (int h = 0; h < kNSplit; ++h)  // column block h: tokens [h kNBlock, ...), 128 B per token row
                 wg::wgmma_f16_rs<kNBlock>(acc + h * (kNBlock / 2), cur[i], smem_desc(x_addr + h * kNBlock * 128 + 32 * i));
         wgmma_commit();
-        wgmma_wait<1>();  // step s - 1's wgmmas are done: its chunk and `nxt` are free
+        wgmma_wait<kInFlight>();  // step s - kInFlight's wgmmas are done: its chunk and `nxt` are free
         fence_regs(nxt);
-        if (s >= 1 && lane == 0) release_x((g - 1) % STAGES);
+        if (s >= kInFlight && lane == 0) release_x((g - kInFlight) % STAGES);
         if (s + 1 >= j.n) return;
         dequant<(SUB + 1) % kSteps>(nxt);  // SUB == 3: begin_block(b + 1) ran a step ago
         if (s + 2 >= j.n) return;
@@ -765,24 +774,49 @@ struct Consumer {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
         fence_acc(acc);
-        uint32_t a0[4][4], a1[4][4];
+        uint32_t a0[4][4], a1[4][4], a2[4][4];  // (a2: ASETS 3 only)
         if (j.n > 0) {  // (a cluster CTA can get no super-block when K has fewer than CLUSTER)
             begin_block(0);
             load<0>(0);
             dequant<0>(a0);
             load<1>(0);
-            for (int b = 0; b < j.n / kSteps; ++b) {  // one super-block = 4 steps, register sets alternating
-                step<0>(b, a0, a1);
-                step<1>(b, a1, a0);
-                step<2>(b, a0, a1);
-                step<3>(b, a1, a0);
+            const int nb = j.n / kSteps;
+            if constexpr (ASETS == 2) {
+                for (int b = 0; b < nb; ++b) {  // one super-block = 4 steps, register sets alternating
+                    step<0>(b, a0, a1);
+                    step<1>(b, a1, a0);
+                    step<2>(b, a0, a1);
+                    step<3>(b, a1, a0);
+                }
+            } else {
+                // step s multiplies set s % 3: three super-blocks (12 steps) bring the sets back to a0
+                for (int b = 0; b < nb; b += 3) {
+                    step<0>(b, a0, a1);
+                    step<1>(b, a1, a2);
+                    step<2>(b, a2, a0);
+                    step<3>(b, a0, a1);
+                    if (b + 1 >= nb) break;
+                    step<0>(b + 1, a1, a2);
+                    step<1>(b + 1, a2, a0);
+                    step<2>(b + 1, a0, a1);
+                    step<3>(b + 1, a1, a2);
+                    if (b + 2 >= nb) break;
+                    step<0>(b + 2, a2, a0);
+                    step<1>(b + 2, a0, a1);
+                    step<2>(b + 2, a1, a2);
+                    step<3>(b + 2, a2, a0);
+                }
             }
             wgmma_wait<0>();
             fence_acc(acc);
             fence_regs(a0);
             fence_regs(a1);
-            // the last chunk is read too: the next tile's producer refills its slot (PERSIST, STREAMK)
-            if ((PERSIST || STREAMK) && lane == 0) release_x(j.ring_step(j.n - 1) % STAGES);
+            if constexpr (ASETS == 3) fence_regs(a2);
+            // the last kInFlight chunks are read too: the next tile's producer refills their slots (PERSIST, STREAMK)
+            if ((PERSIST || STREAMK) && lane == 0) {
+                if (kInFlight == 2 && j.n >= 2) release_x(j.ring_step(j.n - 2) % STAGES);
+                release_x(j.ring_step(j.n - 1) % STAGES);
+            }
         }
     }
 
