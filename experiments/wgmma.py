@@ -19,7 +19,8 @@ order of the tiles (RASTER: token tiles or weight-row tiles fastest), whether q4
 next super-block's scale decode over two steps (SPLITDEC), and how much an L2 miss of the TMA's
 row-major activations fetches (L2PROMO), and whether the last wave's tiles are shared out over every SM
 (STREAMK), and in how many independent accumulator column blocks a warpgroup's wgmmas alternate (NSPLIT), and whether a
-producer warp decodes the q4_K/q5_K scales once per CTA (PREDEC).
+producer warp decodes the q4_K/q5_K scales once per CTA (PREDEC), and how many A register sets a consumer
+rotates (ASETS: 3 keeps two wgmma groups in flight).
 (XLOAD 0, cp.async rows, and its fence placement XSYNC lost to all three in run 12: not searched.)
 Its incumbent is the int8 mma.sync MMQ; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -50,11 +51,12 @@ LEVER = Lever(
         "STREAMK": [0, 1],  # 1: the last wave's tiles shared out over every SM (pieces summed by the last CTA)
         "NSPLIT": [1, 2, 4],  # independent accumulator column blocks per warpgroup, their wgmmas alternating
         "PREDEC": [0, 1],  # 1: q4_K/q5_K scales decoded once per CTA by a producer warp (no-op for q6_K, q8_0)
+        "ASETS": [2, 3],  # 3: three A register sets, two wgmma groups in flight while the next step dequantizes
     },
     fixed={"AREG": 1, "SPLITK": 0, "XSYNC": 0},
     defaults={**mmq_wgmma.heuristic_params(4096), "MIN_BLOCKS": 1, "CLUSTER": 1, "MCAST": 1, "PDL": 0, "WREUSE": 0,
               "PERSIST": 0, "RASTER": 0, "SPLITDEC": 0, "L2PROMO": 2,
-              "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0},
+              "STREAMK": 0, "NSPLIT": 1, "PREDEC": 0, "ASETS": 2},
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
