@@ -40,7 +40,9 @@
 //     XSYNC 0: cp.async.mbarrier.arrive, and every consumer fences after its xfull wait (a
 //              MEMBAR.ALL.CTA per step on the MMA warps).
 //   consumer step s: wait xfull[s], 4 x wgmma(A regs of s), wait for step s-1's wgmmas, release
-//   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)).
+//   its chunk, dequantize step s+1 into the other register set (overlaps wgmma(s)). ASETS 3: three
+//   register sets, and the wait is for step s-2's wgmmas (two groups in flight); measured within
+//   noise of two (runs 66-67).
 //
 // Split K (small T: too few row x token tiles to fill the GPU) either by separate partial sums
 // and a reduce launch (CLUSTER = 1, the launcher's SPLITK), or inside a thread-block cluster
@@ -99,7 +101,7 @@
 // Measured (run 45): +0.3 %, the tensor pipe as idle as before (84 %): that step was not what idles it.
 //
 // Compile-time parameters: QTYPE, BM = 64 x consumer warpgroups, BN (a wgmma N), STAGES 2..16,
-// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK, NSPLIT. A narrow token tile has small
+// RAW 2..8, XLOAD, XSYNC, MIN_BLOCKS, CLUSTER, MCAST, PDL, WREUSE, PERSIST, RASTER, SPLITDEC, STREAMK, NSPLIT, ASETS. A narrow token tile has small
 // activation chunks (2 KB at BN = 16), so its ring can run many steps ahead of the consumers and cover
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
