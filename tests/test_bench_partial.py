@@ -40,7 +40,6 @@ def test_a_variant_that_names_no_line_or_no_json_says_so():
         bench.derived_line("mmq_wgmma")
 
 
-
 class TimedOrder:
     """The CPU device, noting the line (by its rows_per_tile) whose bound each timed sample ran."""
 

