@@ -32,6 +32,10 @@ Parameters (compile time unless said):
               transpose), C zeroed by the pass: no partial buffer, no reduce launch, the splits added in no fixed
               order. Needs the pass (not X16_INPUT); not with FIXUP
   SPLITK      launch time; 0: chosen to fill one wave
+  PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
+              to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
+              words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
+              4: no mma (its operands folded into the accumulators by LOP3)
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
 """
@@ -49,7 +53,7 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0}
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "PROBE": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
@@ -99,6 +103,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["ATOMIC"] not in (0, 1) or (p["ATOMIC"] and (p.get("X16_INPUT", 0) or p["FIXUP"])):
         return (f"ATOMIC={p['ATOMIC']}: 0, or 1 with the f32 -> f16 pass (it zeroes C; not X16_INPUT) and without FIXUP "
                 "(two ways of adding the splits)")
+    if p["PROBE"] not in (0, 1, 2, 3, 4) or (p["PROBE"] and not p["RING"]):
+        return f"PROBE={p['PROBE']}: 0, or a timing probe 1..4 of the ring kernel (wrong numbers)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):
@@ -178,7 +184,8 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
-        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
+        probe = {"PROBE": p["PROBE"]} if p["PROBE"] else {}  # (only when set: the kernels' cache keys stay)
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}, **probe}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)

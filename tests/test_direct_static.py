@@ -315,3 +315,28 @@ def test_atomic_splits_add_into_the_output_with_no_reduce(minsum):
     sass = nvcc.sass_functions(built.sass)[mmq_direct.FAMILY.kernel_name]
     ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
     assert sass.count("REDG.E.ADD.F32x4") == 2 and ops["SHFL"] == 8 and ops["REDG"] == 2 + 8, dict(ops)
+
+
+PROBED = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "ATOMIC": 1}
+
+
+def test_each_timing_probe_leaves_its_stage_out_of_the_loop():
+    """PROBE 1..4 (timing probes, wrong numbers) each drop one stage of the main loop and keep the rest: 1 the
+    ring's copies (LDGSTS), 2 the dequant math (HFMA2), 3 the activations' shared loads, 4 the mma (HMMA)."""
+    def loop(probe):
+        built = mmq_direct.FAMILY.compile_only({**PROBED, "PROBE": probe}, "q4_K")
+        ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
+        before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "LDS")
+        return before + after, ops
+
+    real, real_ops = loop(0)
+    copies, _ = loop(1)
+    assert real["LDGSTS"] == 5 and copies["LDGSTS"] == 0 and copies["HMMA"] == real["HMMA"] == 34
+    nodeq, _ = loop(2)
+    assert real["HFMA2"] == 64 and nodeq["HFMA2"] == 0 and nodeq["HMMA"] == 34 and nodeq["LDGSTS"] == 5
+    nox, _ = loop(3)
+    assert real["LDS"] - nox["LDS"] == 16 and nox["HFMA2"] == 64  # the 16 LDS.128 of activations per super-block
+    _, nomma_ops = loop(4)
+    assert real_ops["HMMA"] == 34 and "HMMA" not in nomma_ops and nomma_ops["HFMA2"] >= 64
+    assert "PROBE" in mmq_direct.invalid_reason({**PROBED, "PROBE": 5}, "q4_K")
+    assert "PROBE" in mmq_direct.invalid_reason({"RING": 0, "PROBE": 1}, "q4_K")

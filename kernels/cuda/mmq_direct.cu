@@ -66,6 +66,12 @@
 #ifndef ATOMIC  // 1: a split K's CTAs add their partial sums into C with red.global.add (C zeroed by the pass):
 #define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed
 #endif
+#ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
+#define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
+#endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
+#if PROBE < 0 || PROBE > 4 || (PROBE && RING == 0)
+#error "mmq_direct.cu: PROBE is 0..4, with a RING"
+#endif
 #if ATOMIC && (FIXUP || (ATOMIC != 1))
 #error "mmq_direct.cu: ATOMIC is 0 or 1, and not with FIXUP (two ways of adding the splits)"
 #endif
@@ -225,6 +231,10 @@ __device__ __forceinline__ void dequant4_nomin(uint32_t nib, __half2 sw, __half2
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if PROBE == 4  // the operands still have to be made: fold them into the accumulator's bits (3 LOP3)
+    c[0] = __uint_as_float(__float_as_uint(c[0]) ^ ((a[0] ^ a[1] ^ a[2]) ^ (a[3] ^ b0 ^ b1)));
+    return;
+#endif
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -293,6 +303,8 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
         if (j < 3 || more) load_chunk(xn, xp, 64 * (j + 1));  // a chunk ahead
 #elif XAHEAD == 2
         Chunk& x = xn;  // its halves are refilled below, two steps ahead of their use
+#elif PROBE == 3
+        const Chunk x = xn;  // loaded once, before the loop
 #else
         Chunk x;
         load_chunk(x, xp, 64 * j);
@@ -313,7 +325,10 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
                     const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
                     const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
                     const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
-#if MINSUM
+#if PROBE == 2
+                    a[h] = word, a[h + 2] = word >> 4;  // no dequant math (scale, nmin unused)
+                    (void)nib, (void)scale, (void)nmin;
+#elif MINSUM
                     dequant4_nomin(nib, scale, nmin, a[h], a[h + 2]);  // nmin: -1024 sw
 #else
                     dequant4(nib, scale, nmin, a[h], a[h + 2]);  // a0/a2: the tile's row g, a1/a3: row g + 8
@@ -537,10 +552,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             }
         }
         if constexpr (!XSHARED) start_activations();
+        if constexpr (PROBE == 3) load_chunk(xn, xp, 0);  // the one chunk every step multiplies
         int slot = 0, fill = RING - 1;
         for (int sb = sb_begin; sb < sb_end; ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
-            issue_slot(copies, base, ring + fill * kSlotBytes, lane, sb + RING - 1 < sb_end);
+            issue_slot(copies, base, ring + fill * kSlotBytes, lane, PROBE != 1 && sb + RING - 1 < sb_end);
             base += kBlockBytes;
             fill = fill + 1 == RING ? 0 : fill + 1;
             if (XSHARED && sb == sb_begin) {
