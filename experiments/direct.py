@@ -11,7 +11,7 @@ shared memory: run 32 found the register prefetch waiting on DRAM), whether the 
 activations in shared memory once (XSHARED; run 36 found 44 % of the activation loads missing L1), whether the weight mins leave
 the dequant for a rank-1 term on per-32 activation sums the pass writes (MINSUM: run 42 counted the HSUB2 of each weight pair as 64 of
 the loop's 423 instructions), whether a split K's CTAs add their partial sums into the output themselves (ATOMIC: no
-reduce launch), and whether the GEMM (PDL 1) and
+reduce launch), whether each biased weight pair is one LOP3 on the word (NIBLOP: 2 instructions fewer per word), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -29,10 +29,11 @@ LEVER = Lever(
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
         "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
         "MT": [1, 2],  # m16 tiles per warp (2: 32 rows share each activation fragment; with a RING)
-        "XSHARED": [0, 2, 4, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks)
+        "XSHARED": [0, 2, 4, 5, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks; 5: 24 x 1 fills 132 SMs)
         "FIXUP": [0, 1],  # the split-K partial sums added by the last CTA of each tile, not a reduce launch
         "MINSUM": [0, 1],  # the weight mins as a rank-1 term on the pass's activation sums: one f16 op per weight pair
         "ATOMIC": [0, 1],  # a split K's partial sums added into C by red.global.add (zeroed by the pass): no reduce launch
+        "NIBLOP": [0, 1],  # with MINSUM: each biased weight pair by one LOP3 (the pass permutes the activations to match)
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

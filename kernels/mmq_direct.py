@@ -32,6 +32,10 @@ Parameters (compile time unless said):
               transpose), C zeroed by the pass: no partial buffer, no reduce launch, the splits added in no fixed
               order. Needs the pass (not X16_INPUT); not with FIXUP
   SPLITK      launch time; 0: chosen to fill one wave
+  NIBLOP      1 (with MINSUM): each biased weight pair made by one LOP3 on the 32-bit word (low nibbles
+              1024 + q, high nibbles 64 + q, from bytes 0, 2 and, of word >> 8, 1, 3), not a mask and a PRMT per
+              pair: the same weights bit for bit, 2 instructions fewer per word; the pass writes each 4
+              activations as k 0, 2, 1, 3 to match
   PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
               to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
@@ -53,7 +57,9 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "PROBE": 0}
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0,
+            "PROBE": 0}
+OPTIONAL_KEYS = ("NIBLOP", "PROBE")  # compile time, passed to nvcc only when set
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
@@ -103,6 +109,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["ATOMIC"] not in (0, 1) or (p["ATOMIC"] and (p.get("X16_INPUT", 0) or p["FIXUP"])):
         return (f"ATOMIC={p['ATOMIC']}: 0, or 1 with the f32 -> f16 pass (it zeroes C; not X16_INPUT) and without FIXUP "
                 "(two ways of adding the splits)")
+    if p["NIBLOP"] not in (0, 1) or (p["NIBLOP"] and not p["MINSUM"]):
+        return f"NIBLOP={p['NIBLOP']}: 0, or 1 with MINSUM (its pairs are biased and the pass permutes the activations)"
     if p["PROBE"] not in (0, 1, 2, 3, 4) or (p["PROBE"] and not p["RING"]):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1..4 of the ring kernel (wrong numbers)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -184,16 +192,16 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
-        probe = {"PROBE": p["PROBE"]} if p["PROBE"] else {}  # (only when set: the kernels' cache keys stay)
-        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}, **probe}
+        optional = {k: p[k] for k in OPTIONAL_KEYS if p[k]}  # (only when set: the other kernels' cache keys stay)
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}, **optional}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
         return invalid_reason(params, qtype, device_info)
 
     def f16_input(self, params: dict) -> dict:
-        """f16 activations have no pass to write MINSUM's sums or zero ATOMIC's output: they run the kernel with the
-        min in the dequant and the split-K reduce."""
-        return {**super().f16_input(params), **{key: 0 for key in ("MINSUM", "ATOMIC") if params.get(key)}}
+        """f16 activations have no pass to write MINSUM's sums, zero ATOMIC's output or permute NIBLOP's k order: they
+        run the kernel with the min in the dequant and the split-K reduce."""
+        return {**super().f16_input(params), **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP") if params.get(key)}}
 
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):

@@ -4,6 +4,7 @@ memory); its main loop holds the instructions the design counts and not many mor
 super-block and warp 32 HMMA (4 chunks x 4 k16 steps x 2 token halves), 64 HFMA2 (one per weight
 pair: w = fma(q, sw, -mn)), and about 400-450 in all, against ~790 per 256 k for the 16-token
 wgmma kernel's consumer warps and producer (perf log run 29)."""
+import numpy as np
 import pytest
 
 from kernels import mmq_direct, nvcc
@@ -340,3 +341,57 @@ def test_each_timing_probe_leaves_its_stage_out_of_the_loop():
     assert real_ops["HMMA"] == 34 and "HMMA" not in nomma_ops and nomma_ops["HFMA2"] >= 64
     assert "PROBE" in mmq_direct.invalid_reason({**PROBED, "PROBE": 5}, "q4_K")
     assert "PROBE" in mmq_direct.invalid_reason({"RING": 0, "PROBE": 1}, "q4_K")
+
+
+def niblop_pairs(words: np.ndarray) -> tuple:
+    """The four biased f16 pairs NIBLOP's LOP3s make of each 32-bit word, as numpy reads the bits: low nibbles of
+    bytes 0, 2 and 1, 3 (bias 1024), high nibbles of the same (bias 64)."""
+    def pair(w, mask, bias):
+        return ((w & mask) | bias).astype(np.uint32).view(np.float16).reshape(-1, 2).astype(np.float64)
+    return (pair(words, 0x000F000F, 0x64006400), pair(words >> 8, 0x000F000F, 0x64006400),
+            pair(words, 0x00F000F0, 0x54005400), pair(words >> 8, 0x00F000F0, 0x54005400))
+
+
+def test_niblop_pairs_are_the_biased_nibbles_and_dequantize_as_minsum_does():
+    """The bit trick on random words: each pair is (1024 + q) or (64 + q) of the bytes it names, and
+    fma(bias + q, sw, f16(-bias sw)) rounded once is f16(q sw), MINSUM's weight, for every f16 scale |sw| < 64."""
+    rng = np.random.default_rng(5)
+    words = rng.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
+    b = words.view(np.uint8).reshape(-1, 4).astype(np.float64)
+    lo02, lo13, hi02, hi13 = niblop_pairs(words)
+    np.testing.assert_array_equal(lo02, 1024 + (b[:, [0, 2]] % 16))
+    np.testing.assert_array_equal(lo13, 1024 + (b[:, [1, 3]] % 16))
+    np.testing.assert_array_equal(hi02, 64 + (b[:, [0, 2]] // 16))
+    np.testing.assert_array_equal(hi13, 64 + (b[:, [1, 3]] // 16))
+    sw = np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    sw = sw[np.isfinite(sw) & (np.abs(sw) < 64)]
+    q = np.arange(16, dtype=np.float64)[:, None]
+    want = (q * sw.astype(np.float64)).astype(np.float16)
+    for bias in (1024, 64):
+        offset = (sw * np.float16(-bias)).astype(np.float64)  # HMUL2's product: exact, a power of two
+        got = ((bias + q) * sw.astype(np.float64) + offset).astype(np.float16)  # the fma: exact, then one rounding
+        # (values: q = 0 under a negative sw is +0 here, -0 in f16(q sw), as in MINSUM's dequant; they sum alike)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(got.view(np.uint16)[want != 0], want.view(np.uint16)[want != 0])
+
+
+def test_niblop_makes_each_pair_with_one_lop3():
+    """NIBLOP: the loop's 64 PRMT of the byte pairs become 64 LOP3 (mask immediate, bias register), with the same HFMA2
+    and HMMA and 28+ fewer instructions per super-block, no spills; the pass permutes its rows (2 PRMT); MINSUM is
+    required, and f16 input (no pass) runs without it."""
+    def built(niblop):
+        b = mmq_direct.FAMILY.compile_only({**PROBED, "NIBLOP": niblop}, "q4_K")
+        summary = b.summary([mmq_direct.FAMILY.kernel_name])
+        assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0
+        before, after = nvcc.sass_main_loop(b.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+        return before + after, nvcc.sass_functions(b.sass)
+
+    (plain, plain_fns), (niblop, niblop_fns) = built(0), built(1)
+    assert plain["PRMT"] >= 78 and niblop["PRMT"] <= plain["PRMT"] - 64
+    assert niblop["LOP3"] >= plain["LOP3"] + 32 and niblop["HFMA2"] == plain["HFMA2"] == 64
+    assert niblop["HMMA"] == plain["HMMA"] == 34 and sum(niblop.values()) <= sum(plain.values()) - 28
+    fused = [line for line in niblop_fns[mmq_direct.FAMILY.kernel_name].splitlines() if "LOP3.LUT" in line and "0xea" in line]
+    assert len([line for line in fused if "0xf000f," in line]) >= 32 and len([line for line in fused if "0xf000f0," in line]) >= 32
+    assert niblop_fns["direct_pass"].count("PRMT") == plain_fns["direct_pass"].count("PRMT") + 2
+    assert "NIBLOP" in mmq_direct.invalid_reason({**PROBED, "MINSUM": 0, "NIBLOP": 1}, "q4_K")
+    assert mmq_direct.FAMILY.f16_input({**PROBED, "NIBLOP": 1})["NIBLOP"] == 0

@@ -59,9 +59,15 @@ CONFIGS = [
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "ATOMIC": 1},
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "SPLITK": 4, "ATOMIC": 1},
+    # each biased pair by one LOP3, the pass's activations as k 0, 2, 1, 3 (NIBLOP): the champion's staged ring, the
+    # register path (activations read from the pass's rows), 32-row warps with a split
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "NIBLOP": 1},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "MINSUM": 1, "NIBLOP": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "MINSUM": 1, "NIBLOP": 1},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
+NIBLOP_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("NIBLOP")]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
@@ -117,19 +123,28 @@ def emulated_sums(x: np.ndarray) -> np.ndarray:
     return pairs.reshape(x.shape[0], -1)
 
 
-def test_the_minsum_pass_writes_the_rows_and_sums_bit_for_bit(gpu_device):
+def niblop_order(rows: np.ndarray) -> np.ndarray:
+    """NIBLOP's pass output: each 4 consecutive activations of a row stored as k 0, 2, 1, 3."""
+    return rows.reshape(rows.shape[0], -1, 4)[..., [0, 2, 1, 3]].reshape(rows.shape)
+
+
+@pytest.mark.parametrize("cfg", [MINSUM_CONFIGS[0], NIBLOP_CONFIGS[0]])
+def test_the_minsum_pass_writes_the_rows_and_sums_bit_for_bit(gpu_device, cfg):
     """The pass's two outputs, poisoned first, against the numpy emulation of the same rounding and order: every
-    f16 row value and every hi and lo sum, at T = 67 (tokens in several grid-stride trips) and K = 6144."""
+    f16 row value (NIBLOP: in its k order) and every hi and lo sum, at T = 67 (tokens in several grid-stride trips)
+    and K = 6144."""
     from kernels import mmq_direct
 
-    variant = mmq_direct.FAMILY.build(CONFIGS[MINSUM_CONFIGS[0]], "q4_K", gpu_device)
+    variant = mmq_direct.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
     prob = random_problem(np.random.default_rng(95), "q4_K", 256, 6144, 67)
     bound = variant.prepare(prob)
     try:
         rows, sums = bound.scratch
         gpu_device.fill_nan(rows), gpu_device.fill_nan(sums)
         bound.run()
-        np.testing.assert_array_equal(rows.get().view(np.uint16), prob.x.astype(np.float16).view(np.uint16))
+        want = prob.x.astype(np.float16)
+        want = niblop_order(want) if CONFIGS[cfg].get("NIBLOP") else want
+        np.testing.assert_array_equal(rows.get().view(np.uint16), want.view(np.uint16))
         np.testing.assert_array_equal(sums.get().view(np.uint16), emulated_sums(prob.x).view(np.uint16))
     finally:
         bound.release()

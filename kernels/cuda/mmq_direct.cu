@@ -16,6 +16,13 @@
 // activations, hi_j = f16(S_j), lo_j = f16(S_j - hi_j) (written by the pass, direct_pass): one more
 // m16n8k16 per super-block and 8 tokens, whose k runs over the 8 sub-blocks' hi then their lo sums.
 //
+// NIBLOP = 1 (with MINSUM) makes each biased pair with one LOP3 on the 32-bit word instead of a mask and a PRMT per
+// pair: (w & 0x000F000F) | 0x64006400 = (1024 + q of bytes 0, 2) for the low nibbles, (w & 0x00F000F0) | 0x54005400 =
+// (64 + q of bytes 0, 2) for the high ones (f16 64 has ulp 1/16: bits 4..7 weigh 1), and of bytes 1, 3 from w >> 8;
+// fma(64 + q, sw, -64 sw) = q sw rounded once as well, so the weights are MINSUM's bit for bit. A register then holds
+// k 0 and 2 (or 1 and 3) of 4 consecutive k, so the pass writes each 4 consecutive activations as k 0, 2, 1, 3 (its
+// sums unchanged).
+//
 // k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
 // k 32..63) thread t = lane % 4 takes bytes 8t..8t+7. Its four mma steps take 4 consecutive
 // k each: low nibbles of bytes 8t..8t+3 (k 8t..8t+3), of 8t+4..8t+7, then the high nibbles
@@ -65,6 +72,12 @@
 #endif
 #ifndef ATOMIC  // 1: a split K's CTAs add their partial sums into C with red.global.add (C zeroed by the pass):
 #define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed
+#endif
+#ifndef NIBLOP  // 1: the biased pairs made by one LOP3 each (see the contract above; with MINSUM)
+#define NIBLOP 0
+#endif
+#if NIBLOP != 0 && (NIBLOP != 1 || !MINSUM)
+#error "mmq_direct.cu: NIBLOP is 0, or 1 with MINSUM"
 #endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
@@ -207,7 +220,9 @@ __device__ __forceinline__ void decode_scales_minsum(const uint4 head, int t, __
                                                      __half2& nmn) {
     decode_sw(head, sw);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) off[j] = __hmul2(sw[j], as_h2(0xE400E400u));  // -1024 sw
+    for (int j = 0; j < 4; ++j) {  // -1024 sw (NIBLOP: -64 sw for the high sub-block, biased by 64)
+        off[j] = __hmul2(sw[j], as_h2(NIBLOP ? 0xD400E400u : 0xE400E400u));
+    }
     uint32_t m_lo, m_hi;
     unpack_mins(head, m_lo, m_hi);
     const uint32_t m = (t & 2) ? m_hi : m_lo;
@@ -222,6 +237,15 @@ __device__ __forceinline__ void decode_scales_minsum(const uint4 head, int t, __
 __device__ __forceinline__ void dequant4(uint32_t nib, __half2 sw, __half2 nmn, uint32_t& lo, uint32_t& hi) {
     lo = as_u32(__hfma2(byte_pair<0x4140>(nib), sw, nmn));
     hi = as_u32(__hfma2(byte_pair<0x4342>(nib), sw, nmn));
+}
+
+// NIBLOP: the pair (bytes 0, 2) or (1, 3) of `word` biased by one LOP3: low nibbles 1024 + q, high nibbles 64 + q
+template <bool kHigh>
+__device__ __forceinline__ __half2 lop3_pair(uint32_t word) {
+    constexpr uint32_t kMask = kHigh ? 0x00F000F0u : 0x000F000Fu, kBias = kHigh ? 0x54005400u : 0x64006400u;
+    uint32_t r;  // (word & mask) | bias as one LOP3 (in C the two constants make an AND and an OR: one immediate each)
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(word), "n"(kMask), "r"(kBias));
+    return as_h2(r);
 }
 
 // MINSUM: (1024 + q) sw - 1024 sw = q sw, rounded once; the nibble pair is never converted on its own
@@ -328,6 +352,11 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
 #if PROBE == 2
                     a[h] = word, a[h + 2] = word >> 4;  // no dequant math (scale, nmin unused)
                     (void)nib, (void)scale, (void)nmin;
+#elif NIBLOP  // nmin: -1024 sw (low) or -64 sw (high); a[h]: bytes 0, 2 of the word, a[h + 2]: bytes 1, 3
+                    (void)nib;
+                    const uint32_t odd = word >> 8;
+                    a[h] = as_u32(__hfma2(high ? lop3_pair<true>(word) : lop3_pair<false>(word), scale, nmin));
+                    a[h + 2] = as_u32(__hfma2(high ? lop3_pair<true>(odd) : lop3_pair<false>(odd), scale, nmin));
 #elif MINSUM
                     dequant4_nomin(nib, scale, nmin, a[h], a[h + 2]);  // nmin: -1024 sw
 #else
@@ -441,7 +470,8 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 }  // namespace direct
 
 #if MINSUM || ATOMIC
-// The f32 -> f16 pass of MINSUM and ATOMIC: y as f32_to_f16 writes it; MINSUM: per 32-k sub-block j (over all of
+// The f32 -> f16 pass of MINSUM and ATOMIC: y as f32_to_f16 writes it (NIBLOP: each 4 values as k 0, 2, 1, 3);
+// MINSUM: per 32-k sub-block j (over all of
 // [T, K / 32]) the f32 sum S_j of its 32 rounded values (8 lanes' sums, added in a butterfly) as hi = f16(S_j),
 // lo = f16(S_j - hi): uint2 sums[j / 2] = {(hi_j even, hi_j odd), (lo ...)}. n4 = T K / 4 is a multiple of 64: every
 // lane of a warp takes each trip, and 8 aligned lanes hold one sub-block. ATOMIC: the first n_zero floats of C zeroed
@@ -453,7 +483,11 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const float4 v = x[i];
         const uint2 h = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
+#if NIBLOP
+        y[i] = make_uint2(__byte_perm(h.x, h.y, 0x5410), __byte_perm(h.x, h.y, 0x7632));  // k 0, 2 | 1, 3
+#else
         y[i] = h;
+#endif
 #if MINSUM
         const float2 a = __half22float2(direct::as_h2(h.x)), b = __half22float2(direct::as_h2(h.y));
         float s = (a.x + a.y) + (b.x + b.y);
