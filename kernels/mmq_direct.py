@@ -57,8 +57,7 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0,
-            "PROBE": 0}
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "PROBE": 0}
 OPTIONAL_KEYS = ("NIBLOP", "PROBE")  # compile time, passed to nvcc only when set
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows

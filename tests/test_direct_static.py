@@ -392,6 +392,10 @@ def test_niblop_makes_each_pair_with_one_lop3():
     assert niblop["HMMA"] == plain["HMMA"] == 34 and sum(niblop.values()) <= sum(plain.values()) - 28
     fused = [line for line in niblop_fns[mmq_direct.FAMILY.kernel_name].splitlines() if "LOP3.LUT" in line and "0xea" in line]
     assert len([line for line in fused if "0xf000f," in line]) >= 32 and len([line for line in fused if "0xf000f0," in line]) >= 32
+    # the biases the numpy test above checks, held in registers, and the offsets' HMUL2 by (-1024, -64)
+    kernel = niblop_fns[mmq_direct.FAMILY.kernel_name]
+    assert "0x64006400 ;" in kernel and "0x54005400 ;" in kernel and kernel.count("HMUL2") >= 2
+    assert "-64, -1024" in kernel and "-64, -1024" not in plain_fns[mmq_direct.FAMILY.kernel_name]
     assert niblop_fns["direct_pass"].count("PRMT") == plain_fns["direct_pass"].count("PRMT") + 2
     assert "NIBLOP" in mmq_direct.invalid_reason({**PROBED, "MINSUM": 0, "NIBLOP": 1}, "q4_K")
     assert mmq_direct.FAMILY.f16_input({**PROBED, "NIBLOP": 1})["NIBLOP"] == 0
