@@ -175,12 +175,14 @@ class MMQFamily:
         """Threads per CTA (the warp-specialized wgmma kernel adds a producer warpgroup)."""
         return threads(params)
 
-    def target_arch(self, device_arch: str) -> str:
-        """The nvcc target for a device: its own arch (the wgmma family asks for sm_90a)."""
+    def target_arch(self, device_arch: str, params: dict | None = None) -> str:
+        """The nvcc target of a configuration on a device: its own arch (the wgmma families, and a direct kernel
+        with WG, ask for sm_90a)."""
         return device_arch
 
     def compile_only(self, params: dict, qtype: str, arch: str = "sm_90") -> nvcc.Compiled:
-        return nvcc.compile_cubin(self.source(self.complete(params), qtype), arch=self.target_arch(arch))
+        p = self.complete(params)
+        return nvcc.compile_cubin(self.source(p, qtype), arch=self.target_arch(arch, p))
 
     def build(self, params: dict, qtype: str, device) -> Variant:
         p = self.complete(params)
@@ -188,7 +190,7 @@ class MMQFamily:
         if reason:
             raise ValueError(f"{self.name}: {reason}")
         source = self.source(p, qtype)
-        compiled = nvcc.compile_cubin(source, arch=self.target_arch(device.info.get("arch", "sm_90")))
+        compiled = nvcc.compile_cubin(source, arch=self.target_arch(device.info.get("arch", "sm_90"), p))
         module = device.load(compiled)
         smem = self.smem(p, qtype)
         on_device = module.read_constant_int(self.smem_symbol)

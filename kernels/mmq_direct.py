@@ -36,6 +36,9 @@ Parameters (compile time unless said):
               1024 + q, high nibbles 64 + q, from bytes 0, 2 and, of word >> 8, 1, 3), not a mask and a PRMT per
               pair: the same weights bit for bit, 2 instructions fewer per word; the pass writes each 4
               activations as k 0, 2, 1, 3 to match
+  WG          1 (with XSHARED, MINSUM, MT 1, WARPS a multiple of 4): each k16 step one wgmma m64n16k16 per 4 warps,
+              A the same dequantized fragments from registers, B the staged activations (128B-swizzled tiles,
+              the pass writing each 64-k chunk in the fragments' k order); MINSUM's term stays an mma.sync
   PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
               to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
@@ -49,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels import mmq_base, mmq_f16
+from kernels import mmq_base, mmq_f16, nvcc
 from kernels.mmq_f16 import CONVERT_THREADS
 
 MMQ_DIRECT_CU = Path(__file__).parent / "cuda" / "mmq_direct.cu"
@@ -57,11 +60,12 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "PROBE": 0}
-OPTIONAL_KEYS = ("NIBLOP", "PROBE")  # compile time, passed to nvcc only when set
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "WG": 0, "PROBE": 0}
+OPTIONAL_KEYS = ("NIBLOP", "WG", "PROBE")  # compile time, passed to nvcc only when set
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
+WG_TILE, WG_ALIGN = 2048, 1024  # WG: a staged chunk (16 tokens x 128 B, swizzled) and the swizzle atoms' alignment
 
 
 def full_params(params: dict) -> dict:
@@ -75,7 +79,12 @@ def smem_bytes(params: dict) -> int:
     """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring, and with
     XSHARED the CTA's 16 token rows of XSHARED super-blocks (512 bytes each, padded)."""
     p = full_params(params)
-    staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD) if p["XSHARED"] else 0
+    if not p["XSHARED"]:
+        staged = 0
+    elif p["WG"]:  # 4 swizzled 2 KB tiles per super-block, aligned up to 1024 bytes
+        staged = p["XSHARED"] * 4 * WG_TILE + WG_ALIGN
+    else:
+        staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD)
     return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES + staged
 
 
@@ -110,6 +119,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                 "(two ways of adding the splits)")
     if p["NIBLOP"] not in (0, 1) or (p["NIBLOP"] and not p["MINSUM"]):
         return f"NIBLOP={p['NIBLOP']}: 0, or 1 with MINSUM (its pairs are biased and the pass permutes the activations)"
+    if p["WG"] not in (0, 1) or (p["WG"] and not (p["XSHARED"] and p["MINSUM"] and p["MT"] == 1 and p["WARPS"] % 4 == 0)):
+        return (f"WG={p['WG']}: 0, or 1 with XSHARED, MINSUM (the pass writes its k order), MT 1 and WARPS a multiple "
+                "of 4 (whole warpgroups)")
     if p["PROBE"] not in (0, 1, 2, 3, 4) or (p["PROBE"] and not p["RING"]):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1..4 of the ring kernel (wrong numbers)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -189,6 +201,10 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
     def smem(self, params: dict, qtype: str) -> int:
         return smem_bytes(params)
 
+    def target_arch(self, device_arch: str, params: dict | None = None) -> str:
+        """sm_90a for WG (its wgmma), the device's own arch otherwise."""
+        return nvcc.wgmma_arch(device_arch, self.name) if full_params(params or {})["WG"] else device_arch
+
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
         optional = {k: p[k] for k in OPTIONAL_KEYS if p[k]}  # (only when set: the other kernels' cache keys stay)
@@ -198,9 +214,10 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return invalid_reason(params, qtype, device_info)
 
     def f16_input(self, params: dict) -> dict:
-        """f16 activations have no pass to write MINSUM's sums, zero ATOMIC's output or permute NIBLOP's k order: they
+        """f16 activations have no pass to write MINSUM's sums, zero ATOMIC's output or permute NIBLOP's and WG's k order: they
         run the kernel with the min in the dequant and the split-K reduce."""
-        return {**super().f16_input(params), **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP") if params.get(key)}}
+        return {**super().f16_input(params),
+                **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP", "WG") if params.get(key)}}
 
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):

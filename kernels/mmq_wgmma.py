@@ -369,7 +369,7 @@ class MMQWgmmaFamily(mmq_f16.MMQF16Family):
         cu = MMQ_WGMMA_RS_CU if p["AREG"] else MMQ_WGMMA_WS_CU if p["WS"] else MMQ_WGMMA_CU
         return nvcc.render_source(cu, self.defines(params, qtype))
 
-    def target_arch(self, device_arch: str) -> str:
+    def target_arch(self, device_arch: str, params: dict | None = None) -> str:
         return nvcc.wgmma_arch(device_arch, self.name)
 
     def smem(self, params: dict, qtype: str) -> int:

@@ -125,7 +125,7 @@ class MMQWgmmaI8Family(mmq_base.MMQFamily):
         p = full_params(params)
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in (*COMPILE_KEYS, "WARPS_M", "WARPS_N")}}
 
-    def target_arch(self, device_arch: str) -> str:
+    def target_arch(self, device_arch: str, params: dict | None = None) -> str:
         return nvcc.wgmma_arch(device_arch, self.name)
 
     def make_bound(self, device, variant, handle: dict, problem):

@@ -399,3 +399,79 @@ def test_niblop_makes_each_pair_with_one_lop3():
     assert niblop_fns["direct_pass"].count("PRMT") == plain_fns["direct_pass"].count("PRMT") + 2
     assert "NIBLOP" in mmq_direct.invalid_reason({**PROBED, "MINSUM": 0, "NIBLOP": 1}, "q4_K")
     assert mmq_direct.FAMILY.f16_input({**PROBED, "NIBLOP": 1})["NIBLOP"] == 0
+
+
+def niblop_order(rows: np.ndarray) -> np.ndarray:
+    """NIBLOP's pass output: each 4 consecutive activations of a row stored as k 0, 2, 1, 3."""
+    return rows.reshape(rows.shape[0], -1, 4)[..., [0, 2, 1, 3]].reshape(rows.shape)
+
+
+def wg_order(rows: np.ndarray, niblop: bool) -> np.ndarray:
+    """WG's pass output, as direct_pass computes it: the 4 activations of float4 group q of a 64-k chunk (q = 8 h + 2 t
+    + o, k 4 q .. 4 q + 3) go to k16 block s = 2 h + o as two pairs, at halves 16 s + 2 t and 16 s + 2 t + 8."""
+    T, K = rows.shape
+    out = np.empty_like(rows)
+    groups = rows.reshape(T, K // 64, 16, 4)
+    if niblop:
+        groups = groups[..., [0, 2, 1, 3]]
+    dst = out.reshape(T, K // 64, 64)
+    for q in range(16):
+        pos = 16 * (2 * (q >> 3) + (q & 1)) + 2 * ((q >> 1) & 3)
+        dst[:, :, pos:pos + 2], dst[:, :, pos + 8:pos + 10] = groups[:, :, q, :2], groups[:, :, q, 2:]
+    return out
+
+
+def fragment_k(niblop: bool) -> np.ndarray:
+    """From the A fragments' side: the real k (of a 64-k chunk) that step s pairs with the mma's k kappa. Thread t's
+    registers in step s hold the low (s < 2) or high nibbles of bytes 8 t + 4 (s & 1) + b: a0 pairs bytes 0, 1 at
+    kappa 2 t, 2 t + 1 and a2 bytes 2, 3 at 2 t + 8, 2 t + 9 (NIBLOP: a0 bytes 0, 2, a2 bytes 1, 3). Byte b's low
+    nibble is k b of the chunk's first 32, its high nibble k 32 + b."""
+    k = np.empty((4, 16), int)
+    for s in range(4):
+        for t in range(4):
+            for reg, kappa in ((0, 2 * t), (1, 2 * t + 8)):
+                for e in range(2):
+                    b = (2 * e + reg) if niblop else (2 * reg + e)
+                    k[s, kappa + e] = 32 * (s >= 2) + 8 * t + 4 * (s & 1) + b
+    return k
+
+
+@pytest.mark.parametrize("niblop", [False, True])
+def test_wg_stages_each_k16_block_in_the_fragments_k_order(niblop):
+    """The pass's WG order puts at (k16 block s, mma k kappa) the activation of the real k the A fragments pair there
+    (derived separately, from the fragment layout), for every k of a chunk once."""
+    chunk = np.arange(64, dtype=np.float32)[None, :]
+    staged = wg_order(chunk, niblop).reshape(4, 16)
+    np.testing.assert_array_equal(staged, fragment_k(niblop))
+    assert sorted(staged.ravel()) == list(range(64))
+    rows = np.random.default_rng(3).standard_normal((3, 512)).astype(np.float16)
+    assert sorted(wg_order(rows, niblop)[1, 64:128]) == sorted(rows[1, 64:128])
+
+
+WG = {**PROBED, "WG": 1}
+
+
+def test_wg_issues_one_wgmma_per_k16_step():
+    """WG: per super-block 16 HGMMA.64x16x16 (A from registers) in 4 groups with one in flight (wait_group 1), MINSUM's 2
+    HMMA, no activation loads through registers (only the weights' LDS), no spills or local memory, sm_90a; the same
+    count of dequant HFMA2. It needs XSHARED, MINSUM, MT 1 and whole warpgroups; f16 input runs without it."""
+    built = mmq_direct.FAMILY.compile_only(WG, "q4_K")
+    summary = built.summary([mmq_direct.FAMILY.kernel_name])
+    assert summary["sass_arch"] == "sm_90a" and summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HGMMA")
+    loop = before + after
+    plain_before, plain_after = nvcc.sass_main_loop(mmq_direct.FAMILY.compile_only(PROBED, "q4_K").sass,
+                                                    mmq_direct.FAMILY.kernel_name, "HMMA")
+    plain = plain_before + plain_after
+    assert loop["HGMMA"] == 16 and loop["HMMA"] == 2 and loop["HFMA2"] == plain["HFMA2"] == 64
+    kernel = nvcc.sass_functions(built.sass)[mmq_direct.FAMILY.kernel_name]
+    plain_kernel = nvcc.sass_functions(mmq_direct.FAMILY.compile_only(PROBED, "q4_K").sass)[mmq_direct.FAMILY.kernel_name]
+    # the 16 LDS.128 of activations per super-block are gone: the two left read the rows' scale heads
+    assert kernel.count("LDS.128") == 2 and plain_kernel.count("LDS.128") == 18
+    assert kernel.count("LDS.64") == plain_kernel.count("LDS.64") == 8  # the weights' words
+    assert kernel.count("HGMMA.64x16x16.F32 ") >= 16 and "WARPGROUP.DEPBAR.LE gsb0, 0x1" in kernel
+    assert mmq_direct.FAMILY.target_arch("sm_90", WG) == "sm_90a" and mmq_direct.FAMILY.target_arch("sm_90", PROBED) == "sm_90"
+    for bad in ({"XSHARED": 0, "XAHEAD": 1}, {"MINSUM": 0, "ATOMIC": 0}, {"WARPS": 6}, {"MT": 2}):
+        assert "WG" in mmq_direct.invalid_reason({**WG, **bad}, "q4_K"), bad
+    assert mmq_direct.FAMILY.f16_input(WG)["WG"] == 0
+    assert mmq_direct.smem_bytes(WG) == 2 * 8 * 2304 + 8 * 4 * 2048 + 1024

@@ -64,10 +64,18 @@ CONFIGS = [
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "NIBLOP": 1},
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 2, "XAHEAD": 1, "MINSUM": 1, "NIBLOP": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "MINSUM": 1, "NIBLOP": 1},
+    # the k16 steps as wgmma m64n16k16 on the staged, swizzled activations (WG): the champion's layout, with NIBLOP,
+    # one warpgroup per CTA with short split ranges (XSHARED 2), three warpgroups without ATOMIC (the reduce adds)
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "WG": 1},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "NIBLOP": 1,
+     "WG": 1},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 0, "XSHARED": 2, "ATOMIC": 1, "MINSUM": 1, "WG": 1},
+    {"WARPS": 12, "MIN_BLOCKS": 1, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 5, "MINSUM": 1, "WG": 1},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
-NIBLOP_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("NIBLOP")]
+NIBLOP_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("NIBLOP") and not c.get("WG")]
+WG_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("WG")]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
@@ -123,15 +131,19 @@ def emulated_sums(x: np.ndarray) -> np.ndarray:
     return pairs.reshape(x.shape[0], -1)
 
 
-def niblop_order(rows: np.ndarray) -> np.ndarray:
-    """NIBLOP's pass output: each 4 consecutive activations of a row stored as k 0, 2, 1, 3."""
-    return rows.reshape(rows.shape[0], -1, 4)[..., [0, 2, 1, 3]].reshape(rows.shape)
+def pass_order(rows: np.ndarray, cfg: dict) -> np.ndarray:
+    """The pass's rows in the k order the GEMM reads (tests/test_direct_static.py checks these orders on the CPU)."""
+    from tests.test_direct_static import niblop_order, wg_order
+
+    if cfg.get("WG"):
+        return wg_order(rows, bool(cfg.get("NIBLOP")))
+    return niblop_order(rows) if cfg.get("NIBLOP") else rows
 
 
-@pytest.mark.parametrize("cfg", [MINSUM_CONFIGS[0], NIBLOP_CONFIGS[0]])
+@pytest.mark.parametrize("cfg", [MINSUM_CONFIGS[0], NIBLOP_CONFIGS[0], *WG_CONFIGS[:2]])
 def test_the_minsum_pass_writes_the_rows_and_sums_bit_for_bit(gpu_device, cfg):
     """The pass's two outputs, poisoned first, against the numpy emulation of the same rounding and order: every
-    f16 row value (NIBLOP: in its k order) and every hi and lo sum, at T = 67 (tokens in several grid-stride trips)
+    f16 row value (NIBLOP, WG: in their k order) and every hi and lo sum, at T = 67 (tokens in several grid-stride trips)
     and K = 6144."""
     from kernels import mmq_direct
 
@@ -142,8 +154,7 @@ def test_the_minsum_pass_writes_the_rows_and_sums_bit_for_bit(gpu_device, cfg):
         rows, sums = bound.scratch
         gpu_device.fill_nan(rows), gpu_device.fill_nan(sums)
         bound.run()
-        want = prob.x.astype(np.float16)
-        want = niblop_order(want) if CONFIGS[cfg].get("NIBLOP") else want
+        want = pass_order(prob.x.astype(np.float16), CONFIGS[cfg])
         np.testing.assert_array_equal(rows.get().view(np.uint16), want.view(np.uint16))
         np.testing.assert_array_equal(sums.get().view(np.uint16), emulated_sums(prob.x).view(np.uint16))
     finally:

@@ -23,6 +23,15 @@
 // k 0 and 2 (or 1 and 3) of 4 consecutive k, so the pass writes each 4 consecutive activations as k 0, 2, 1, 3 (its
 // sums unchanged).
 //
+// WG = 1 (with XSHARED and MINSUM; WARPS a multiple of 4) multiplies with wgmma instead of mma.sync: each 4 warps
+// are a warpgroup of 64 rows, and a k16 step is one `wgmma m64n16k16` with A, the same dequantized fragment, from
+// registers and B, the 16 tokens, from the staged activations through a descriptor (128B-swizzled K-major tiles of
+// 16 tokens x 64 k per chunk, wgmma_smem.cuh). No activation goes through registers and no mma waits on the one
+// before it: the wgmmas of a chunk run while the next chunk is dequantized (two register sets, wait_group 1). The
+// staged k order is the fragments' (below): the pass writes each chunk so that k16 block s holds, at the mma's k
+// 2t + e and 2t + 8 + e, the activations thread t's A registers pair there (the cp.async copies stay 16 bytes).
+// MINSUM's rank-1 term stays an mma.sync, into accumulators of its own, added at the end.
+//
 // k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
 // k 32..63) thread t = lane % 4 takes bytes 8t..8t+7. Its four mma steps take 4 consecutive
 // k each: low nibbles of bytes 8t..8t+3 (k 8t..8t+3), of 8t+4..8t+7, then the high nibbles
@@ -30,6 +39,10 @@
 // the B side reads the same 4 consecutive k of each token row (8 bytes of f16); every k is
 // multiplied by its own activation, and the sum over k is the GEMM's.
 #include "helper_kernels.cuh"
+#if WG
+#include "wgmma_ops.cuh"
+#include "wgmma_smem.cuh"
+#endif
 
 #if QTYPE != 0
 #error "mmq_direct.cu: q4_K only (QTYPE 0)"
@@ -79,6 +92,12 @@
 #if NIBLOP != 0 && (NIBLOP != 1 || !MINSUM)
 #error "mmq_direct.cu: NIBLOP is 0, or 1 with MINSUM"
 #endif
+#ifndef WG  // 1: the k16 steps as wgmma m64n16k16 on the staged activations (see the contract above)
+#define WG 0
+#endif
+#if WG != 0 && (WG != 1 || !XSHARED || !MINSUM || MT != 1 || WARPS % 4)
+#error "mmq_direct.cu: WG is 0, or 1 with XSHARED, MINSUM, MT 1 and whole warpgroups (WARPS % 4 == 0)"
+#endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
 #endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
@@ -99,7 +118,9 @@ constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-b
 // XSHARED: 16 token rows of XSHARED super-blocks (512 bytes each); rows sit 64 bytes apart modulo 128, so
 // the two rows a quarter-warp's 16-byte loads read fall on different banks
 constexpr int kXStride = XSHARED * 512 + 64;
-constexpr int kXBytes = XSHARED ? 16 * kXStride : 0;
+// WG: per super-block 4 swizzled tiles of 16 tokens x 128 B (2 KB), after the rings, aligned up to 1024 B
+constexpr int kXTile = 2048, kXAlign = 1024;
+constexpr int kXBytes = !XSHARED ? 0 : WG ? XSHARED * 4 * kXTile + kXAlign : 16 * kXStride;
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes;
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
@@ -254,6 +275,30 @@ __device__ __forceinline__ void dequant4_nomin(uint32_t nib, __half2 sw, __half2
     hi = as_u32(__hfma2(biased_pair<0x4342>(nib), sw, off));
 }
 
+// Step s of a chunk for one row: its word's four weights (s & 1: the second word; s >= 2: the high nibbles, the
+// chunk's second sub-block, whose scale and offset are the high halves of the pairs) -> the row's two A registers
+__device__ __forceinline__ void dequant_step(uint2 words, int s, __half2 sw_pair, __half2 nmn_pair, uint32_t& lo,
+                                             uint32_t& hi) {
+    const bool high = s >= 2;
+    const uint32_t word = (s & 1) ? words.y : words.x;
+    const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
+    const __half2 scale = high ? __high2half2(sw_pair) : __low2half2(sw_pair);
+    const __half2 nmin = high ? __high2half2(nmn_pair) : __low2half2(nmn_pair);
+#if PROBE == 2
+    lo = word, hi = word >> 4;  // no dequant math (scale, nmin unused)
+    (void)nib, (void)scale, (void)nmin;
+#elif NIBLOP  // nmin: -1024 sw (low) or -64 sw (high); lo: bytes 0, 2 of the word, hi: bytes 1, 3
+    (void)nib;
+    const uint32_t odd = word >> 8;
+    lo = as_u32(__hfma2(high ? lop3_pair<true>(word) : lop3_pair<false>(word), scale, nmin));
+    hi = as_u32(__hfma2(high ? lop3_pair<true>(odd) : lop3_pair<false>(odd), scale, nmin));
+#elif MINSUM
+    dequant4_nomin(nib, scale, nmin, lo, hi);  // nmin: -1024 sw
+#else
+    dequant4(nib, scale, nmin, lo, hi);  // lo: bytes 0, 1 (the mma's k 2t, 2t + 1), hi: bytes 2, 3 (k 2t + 8, 2t + 9)
+#endif
+}
+
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if PROBE == 4  // the operands still have to be made: fold them into the accumulator's bits (3 LOP3)
     c[0] = __uint_as_float(__float_as_uint(c[0]) ^ ((a[0] ^ a[1] ^ a[2]) ^ (a[3] ^ b0 ^ b1)));
@@ -291,8 +336,13 @@ __device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, 
     for (int r = warp; r < rows; r += WARPS) {
         const uint8_t* src =
             reinterpret_cast<const uint8_t*>(X + static_cast<long long>(tok0 + r) * K + sb_begin * 256) + 16 * lane;
+#if WG  // lane's 16 bytes: piece lane % 8 of chunk lane / 8, in that chunk's tile
+        uint8_t* dst = xs + (lane >> 3) * kXTile + mmqwg::swz(r, lane & 7);
+        for (int c = c0; c < c1; ++c) mmq::cp_async16(dst + 4 * kXTile * c, src + 512 * c);
+#else
         uint8_t* dst = xs + r * kXStride + 16 * lane;
         for (int c = c0; c < c1; ++c) mmq::cp_async16(dst + 512 * c, src + 512 * c);
+#endif
     }
     mmq::cp_async_commit();
 }
@@ -300,6 +350,18 @@ __device__ __forceinline__ void stage_activations(uint8_t* xs, const __half* X, 
 __device__ __forceinline__ void load_chunk(Chunk& x, const __half* const (&xp)[2], int off) {
     load_half(x.lo, xp, off);
     load_half(x.hi, xp, off + 32);
+}
+
+// MINSUM's rank-1 term: k 2t, 2t + 1 are sub-blocks 2t, 2t + 1's hi sums, k 2t + 8, 2t + 9 their lo sums
+__device__ __forceinline__ void add_min_term(float (&acc)[MT][2][4], const __half2 (&nmn_t)[kThreadRows],
+                                             const uint2 (&sums)[2]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const uint32_t a[4] = {as_u32(nmn_t[2 * mt]), as_u32(nmn_t[2 * mt + 1]), as_u32(nmn_t[2 * mt]),
+                               as_u32(nmn_t[2 * mt + 1])};
+#pragma unroll
+        for (int n = 0; n < 2; ++n) mma16816(acc[mt][n], a, sums[n].x, sums[n].y);
+    }
 }
 
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
@@ -345,23 +407,7 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int i = 2 * mt + h;
-                    const uint32_t word = (s & 1) ? words[i].y : words[i].x;
-                    const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
-                    const __half2 scale = high ? __high2half2(sw[i][j]) : __low2half2(sw[i][j]);
-                    const __half2 nmin = high ? __high2half2(nmn[i][j]) : __low2half2(nmn[i][j]);
-#if PROBE == 2
-                    a[h] = word, a[h + 2] = word >> 4;  // no dequant math (scale, nmin unused)
-                    (void)nib, (void)scale, (void)nmin;
-#elif NIBLOP  // nmin: -1024 sw (low) or -64 sw (high); a[h]: bytes 0, 2 of the word, a[h + 2]: bytes 1, 3
-                    (void)nib;
-                    const uint32_t odd = word >> 8;
-                    a[h] = as_u32(__hfma2(high ? lop3_pair<true>(word) : lop3_pair<false>(word), scale, nmin));
-                    a[h + 2] = as_u32(__hfma2(high ? lop3_pair<true>(odd) : lop3_pair<false>(odd), scale, nmin));
-#elif MINSUM
-                    dequant4_nomin(nib, scale, nmin, a[h], a[h + 2]);  // nmin: -1024 sw
-#else
-                    dequant4(nib, scale, nmin, a[h], a[h + 2]);  // a0/a2: the tile's row g, a1/a3: row g + 8
-#endif
+                    dequant_step(words[i], s, sw[i][j], nmn[i][j], a[h], a[h + 2]);
                 }
 #pragma unroll
                 for (int n = 0; n < 2; ++n) {
@@ -376,16 +422,61 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
         }
     }
 #if MINSUM
-    // the rank-1 term: k 2t, 2t + 1 are sub-blocks 2t, 2t + 1's hi sums, k 2t + 8, 2t + 9 their lo sums
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        const uint32_t a[4] = {as_u32(nmn_t[2 * mt]), as_u32(nmn_t[2 * mt + 1]), as_u32(nmn_t[2 * mt]),
-                               as_u32(nmn_t[2 * mt + 1])};
-#pragma unroll
-        for (int n = 0; n < 2; ++n) mma16816(acc[mt][n], a, sums[n].x, sums[n].y);
-    }
+    add_min_term(acc, nmn_t, sums);
 #endif
 }
+
+#if WG
+// The compiler must keep registers an in-flight wgmma reads (a set) or writes (its accumulators) untouched until
+// the wait that retires it: these mark them read and rewritten at that point
+__device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+__device__ __forceinline__ void fence_acc(float (&d)[8]) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// WG: one super-block of the warpgroup's 64 rows x 16 tokens into accw (d[4 n + e]: the m16n8 fragment of token
+// half n, as acc[0][n][e]) and MINSUM's rank-1 term into acc. Chunk j's four steps are dequantized into set[j & 1]
+// and issued as one wgmma group on its tile (xtiles + j kXTile: k16 step s at +32 s bytes); the wait for the group
+// before it frees the other set for chunk j + 1. The last group is left in flight (the caller's final wait).
+template <class Src>
+__device__ __forceinline__ void multiply_wg(float (&acc)[MT][2][4], float (&accw)[8], uint32_t (&set)[2][4][4],
+                                            const Src& r, uint32_t xtiles, const uint2* const (&sp)[2], int t) {
+    uint2 sums[2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) sums[n] = __ldg(sp[n]);
+    __half2 sw[kThreadRows][4], off[kThreadRows][4], nmn_t[kThreadRows];
+#pragma unroll
+    for (int i = 0; i < kThreadRows; ++i) decode_scales_minsum(r.head(i), t, sw[i], off[i], nmn_t[i]);
+    // the descriptor's address field counts 16-byte units (bits 0..13; shared addresses stay below 256 KB): a
+    // step's descriptor is the super-block's plus a constant
+    const uint64_t desc = mmqwg::smem_desc(xtiles);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        uint32_t (&a)[4][4] = set[j & 1];
+        uint2 words[kThreadRows];
+#pragma unroll
+        for (int i = 0; i < kThreadRows; ++i) words[i] = r.qs(i, j);
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) dequant_step(words[h], s, sw[h][j], off[h][j], a[s][h], a[s][h + 2]);
+        mmqwg::wgmma_fence();  // the registers written above, before the wgmmas read them
+#pragma unroll
+        for (int s = 0; s < 4; ++s) wg::wgmma_f16_rs<16>(accw, a[s], desc + ((j * kXTile + 32 * s) >> 4));
+        mmqwg::wgmma_commit();
+        mmqwg::wgmma_wait<1>();  // chunk j - 1's group is done: its set may be rewritten
+        fence_regs(set[(j + 1) & 1]);
+    }
+    add_min_term(acc, nmn_t, sums);
+}
+#endif
 
 // The next super-block: 256 activations on, and (MINSUM) 4 sums pairs
 __device__ __forceinline__ void advance(const __half* (&xp)[2], const uint2* (&sp)[2]) {
@@ -470,7 +561,8 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 }  // namespace direct
 
 #if MINSUM || ATOMIC
-// The f32 -> f16 pass of MINSUM and ATOMIC: y as f32_to_f16 writes it (NIBLOP: each 4 values as k 0, 2, 1, 3);
+// The f32 -> f16 pass of MINSUM and ATOMIC: y as f32_to_f16 writes it (NIBLOP: each 4 values as k 0, 2, 1, 3;
+// WG: each 64-k chunk in the fragments' k order, above);
 // MINSUM: per 32-k sub-block j (over all of
 // [T, K / 32]) the f32 sum S_j of its 32 rounded values (8 lanes' sums, added in a butterfly) as hi = f16(S_j),
 // lo = f16(S_j - hi): uint2 sums[j / 2] = {(hi_j even, hi_j odd), (lo ...)}. n4 = T K / 4 is a multiple of 64: every
@@ -483,10 +575,16 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const float4 v = x[i];
         const uint2 h = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
-#if NIBLOP
-        y[i] = make_uint2(__byte_perm(h.x, h.y, 0x5410), __byte_perm(h.x, h.y, 0x7632));  // k 0, 2 | 1, 3
+        // NIBLOP: a register pairs k 0, 2 and k 1, 3 of the 4
+        const uint32_t w0 = NIBLOP ? __byte_perm(h.x, h.y, 0x5410) : h.x, w1 = NIBLOP ? __byte_perm(h.x, h.y, 0x7632) : h.y;
+#if WG
+        // the 4 are k 32 h + 8 t + 4 o + 0..3 of a 64-k chunk (group q = i % 16 = 8 h + 2 t + o); they go to k16 block
+        // s = 2 h + o, at the mma's k 2t (w0) and 2t + 8 (w1): halves 16 s + 2 t and + 8 of the chunk
+        const long long q = i & 15, pos = 16 * (2 * (q >> 3) + (q & 1)) + 2 * ((q >> 1) & 3);
+        uint32_t* chunk = reinterpret_cast<uint32_t*>(y + (i - q));
+        chunk[pos / 2] = w0, chunk[pos / 2 + 4] = w1;
 #else
-        y[i] = h;
+        y[i] = make_uint2(w0, w1);
 #endif
 #if MINSUM
         const float2 a = __half22float2(direct::as_h2(h.x)), b = __half22float2(direct::as_h2(h.y));
@@ -562,6 +660,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         extern __shared__ __align__(16) uint8_t smem[];
         uint8_t* ring = smem + warp * (RING * kSlotBytes);
         uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+        if constexpr (WG) xs += (kXAlign - (mmq::smem_addr(xs) & (kXAlign - 1))) & (kXAlign - 1);  // swizzle atoms
         const int tok0 = blockIdx.z * 16, rows = min(16, T - tok0);  // XSHARED: the live token rows
         if constexpr (XSHARED > 0) {  // the fragments read the staged rows g and g + 8
             if (sb_end - sb_begin > XSHARED) __trap();  // the launcher splits K so that a range fits
@@ -588,6 +687,10 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         if constexpr (!XSHARED) start_activations();
         if constexpr (PROBE == 3) load_chunk(xn, xp, 0);  // the one chunk every step multiplies
         int slot = 0, fill = RING - 1;
+#if WG
+        float accw[8] = {};  // the wgmmas' accumulators (acc takes MINSUM's rank-1 term)
+        uint32_t aset[2][4][4];
+#endif
         for (int sb = sb_begin; sb < sb_end; ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
             issue_slot(copies, base, ring + fill * kSlotBytes, lane, PROBE != 1 && sb + RING - 1 < sb_end);
@@ -599,12 +702,31 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
                 mmq::cp_async_wait<RING - 1>();  // this super-block's group has landed (XSHARED: the rest's too)
             }
             __syncwarp();  // and so have the other lanes' copies of it
-            if (XSHARED && sb - sb_begin < 2) __syncthreads();  // and the other warps' activation copies
+            if (XSHARED && sb - sb_begin < 2) {  // and the other warps' activation copies
+#if WG
+                mmqwg::fence_proxy_async();  // landed cp.async bytes -> visible to the wgmma
+#endif
+                __syncthreads();
+            }
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
+#if WG
+            multiply_wg(acc, accw, aset, SlotRows{landed, t}, mmq::smem_addr(xs) + (sb - sb_begin) * 4 * kXTile, sp, t);
+#else
             multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end, sp, t);
+#endif
             slot = slot + 1 == RING ? 0 : slot + 1;
             advance(xp, sp);
         }
+#if WG
+        mmqwg::wgmma_wait<0>();
+        fence_acc(accw);
+        fence_regs(aset[0]);
+        fence_regs(aset[1]);
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[0][n][e] += accw[4 * n + e];
+#endif
     }
 #if ATOMIC
     if (gridDim.y > 1) {

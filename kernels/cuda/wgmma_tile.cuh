@@ -11,6 +11,7 @@
 #include "mmq_core.cuh"
 #include "dequant16.cuh"
 #include "wgmma_ops.cuh"
+#include "wgmma_smem.cuh"
 
 namespace mmqwg {
 
@@ -25,26 +26,10 @@ static_assert(BM % 64 == 0, "BM = 64 rows per consumer warpgroup");
 static_assert(BN % 8 == 0 && BN <= 256, "BN must be a wgmma N: a multiple of 8 up to 256");
 static_assert(WARPS_N == 1, "a warpgroup spans all BN tokens");
 
-// Byte offset of 16-byte chunk c (8 f16 = 8 k) of row r in a 128B-swizzled K-major tile: rows
-// of 128 B, 8-row atoms of 1024 B, chunk index XOR row-in-atom (what the hardware reads back).
-__device__ __forceinline__ int swz(int r, int c) { return (r >> 3) * 1024 + (r & 7) * 128 + ((c ^ (r & 7)) << 4); }
-
-// Shared-memory matrix descriptor: K-major, 128B swizzle, 8-row groups 1024 B apart.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
-           (1ull << 62);
-}
-
 __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
     const uint32_t base = smem_addr(p);
     return p + (((base + kAlign - 1) & ~(kAlign - 1)) - base);
 }
-
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 
 // Tell the compiler the accumulators change under it (in flight wgmmas write them).
 __device__ __forceinline__ void fence_acc(float (&acc)[BN / 2]) {
