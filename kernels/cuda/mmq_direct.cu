@@ -281,14 +281,15 @@ __device__ __forceinline__ void dequant_step(uint2 words, int s, __half2 sw_pair
                                              uint32_t& hi) {
     const bool high = s >= 2;
     const uint32_t word = (s & 1) ? words.y : words.x;
-    const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
     const __half2 scale = high ? __high2half2(sw_pair) : __low2half2(sw_pair);
     const __half2 nmin = high ? __high2half2(nmn_pair) : __low2half2(nmn_pair);
+#if !NIBLOP && PROBE != 2
+    const uint32_t nib = (high ? word >> 4 : word) & 0x0F0F0F0Fu;  // one nibble per byte
+#endif
 #if PROBE == 2
     lo = word, hi = word >> 4;  // no dequant math (scale, nmin unused)
-    (void)nib, (void)scale, (void)nmin;
+    (void)scale, (void)nmin;
 #elif NIBLOP  // nmin: -1024 sw (low) or -64 sw (high); lo: bytes 0, 2 of the word, hi: bytes 1, 3
-    (void)nib;
     const uint32_t odd = word >> 8;
     lo = as_u32(__hfma2(high ? lop3_pair<true>(word) : lop3_pair<false>(word), scale, nmin));
     hi = as_u32(__hfma2(high ? lop3_pair<true>(odd) : lop3_pair<false>(odd), scale, nmin));
@@ -427,20 +428,6 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
 }
 
 #if WG
-// The compiler must keep registers an in-flight wgmma reads (a set) or writes (its accumulators) untouched until
-// the wait that retires it: these mark them read and rewritten at that point
-__device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
-}
-
-__device__ __forceinline__ void fence_acc(float (&d)[8]) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // WG: one super-block of the warpgroup's 64 rows x 16 tokens into accw (d[4 n + e]: the m16n8 fragment of token
 // half n, as acc[0][n][e]) and MINSUM's rank-1 term into acc. Chunk j's four steps are dequantized into set[j & 1]
 // and issued as one wgmma group on its tile (xtiles + j kXTile: k16 step s at +32 s bytes); the wait for the group
@@ -472,7 +459,7 @@ __device__ __forceinline__ void multiply_wg(float (&acc)[MT][2][4], float (&accw
         for (int s = 0; s < 4; ++s) wg::wgmma_f16_rs<16>(accw, a[s], desc + ((j * kXTile + 32 * s) >> 4));
         mmqwg::wgmma_commit();
         mmqwg::wgmma_wait<1>();  // chunk j - 1's group is done: its set may be rewritten
-        fence_regs(set[(j + 1) & 1]);
+        mmqwg::fence_regs(set[(j + 1) & 1]);
     }
     add_min_term(acc, nmn_t, sums);
 }
@@ -719,9 +706,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         }
 #if WG
         mmqwg::wgmma_wait<0>();
-        fence_acc(accw);
-        fence_regs(aset[0]);
-        fence_regs(aset[1]);
+        mmqwg::fence_acc(accw);
+        mmqwg::fence_regs(aset[0]);
+        mmqwg::fence_regs(aset[1]);
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll

@@ -411,14 +411,6 @@ __device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint32_t 
         }
 }
 
-// Keep registers that an in-flight wgmma reads where they are until it is done.
-__device__ __forceinline__ void fence_regs(uint32_t (&a)[4][4]) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
-}
-
 // ---- thread-block cluster (CLUSTER > 1 or MCAST > 1) ----
 
 __device__ __forceinline__ uint32_t cluster_rank() {

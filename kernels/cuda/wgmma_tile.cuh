@@ -31,11 +31,6 @@ __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
     return p + (((base + kAlign - 1) & ~(kAlign - 1)) - base);
 }
 
-// Tell the compiler the accumulators change under it (in flight wgmmas write them).
-__device__ __forceinline__ void fence_acc(float (&acc)[BN / 2]) {
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
-}
 
 // mbarriers in shared memory: the hand-off between producer and consumer warpgroups.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
