@@ -11,7 +11,8 @@ shared memory: run 32 found the register prefetch waiting on DRAM), whether the 
 activations in shared memory once (XSHARED; run 36 found 44 % of the activation loads missing L1), whether the weight mins leave
 the dequant for a rank-1 term on per-32 activation sums the pass writes (MINSUM: run 42 counted the HSUB2 of each weight pair as 64 of
 the loop's 423 instructions), whether a split K's CTAs add their partial sums into the output themselves (ATOMIC: no
-reduce launch), whether each biased weight pair is one LOP3 on the word (NIBLOP: 2 instructions fewer per word), and whether the GEMM (PDL 1) and
+reduce launch), whether each biased weight pair is one LOP3 on the word (NIBLOP: 2 instructions fewer per word), whether the k16 steps are
+wgmmas on the staged activations (WG: no activation loads, half the mma instructions; run 69), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -34,6 +35,7 @@ LEVER = Lever(
         "MINSUM": [0, 1],  # the weight mins as a rank-1 term on the pass's activation sums: one f16 op per weight pair
         "ATOMIC": [0, 1],  # a split K's partial sums added into C by red.global.add (zeroed by the pass): no reduce launch
         "NIBLOP": [0, 1],  # with MINSUM: each biased weight pair by one LOP3 (the pass permutes the activations to match)
+        "WG": [0, 1],  # with XSHARED, MINSUM, MT 1: each k16 step one wgmma m64n16k16 per 4 warps (A from registers)
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

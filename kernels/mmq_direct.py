@@ -42,7 +42,8 @@ Parameters (compile time unless said):
   PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
               to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
-              4: no mma (its operands folded into the accumulators by LOP3)
+              4: no mma (its operands folded into the accumulators by LOP3); 5: no loop at all (the prologue's
+              copies, the pass and the epilogue: the launch's fixed cost); 6: the loop streams the weights only
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
 """
@@ -122,8 +123,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["WG"] not in (0, 1) or (p["WG"] and not (p["XSHARED"] and p["MINSUM"] and p["MT"] == 1 and p["WARPS"] % 4 == 0)):
         return (f"WG={p['WG']}: 0, or 1 with XSHARED, MINSUM (the pass writes its k order), MT 1 and WARPS a multiple "
                 "of 4 (whole warpgroups)")
-    if p["PROBE"] not in (0, 1, 2, 3, 4) or (p["PROBE"] and not p["RING"]):
-        return f"PROBE={p['PROBE']}: 0, or a timing probe 1..4 of the ring kernel (wrong numbers)"
+    if p["PROBE"] not in range(7) or (p["PROBE"] and not p["RING"]) or (p["PROBE"] >= 5 and p["WG"]):
+        return f"PROBE={p['PROBE']}: 0, or a timing probe 1..6 of the ring kernel (wrong numbers; 5, 6 not with WG)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     if p["PDL"] not in (0, 1, 2):

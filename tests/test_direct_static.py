@@ -321,6 +321,22 @@ def test_atomic_splits_add_into_the_output_with_no_reduce(minsum):
 PROBED = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "ATOMIC": 1}
 
 
+def test_the_fixed_cost_and_stream_only_probes():
+    """PROBE 5 keeps the launch's fixed work (the prologue's copies, the epilogue's reds) and drops the loop; PROBE 6's
+    loop streams the weights through the ring as the kernel's does and computes nothing."""
+    real = nvcc.sass_opcodes(mmq_direct.FAMILY.compile_only(PROBED, "q4_K").sass, mmq_direct.FAMILY.kernel_name)
+    fixed = nvcc.sass_opcodes(mmq_direct.FAMILY.compile_only({**PROBED, "PROBE": 5}, "q4_K").sass,
+                              mmq_direct.FAMILY.kernel_name)
+    assert "HMMA" not in fixed and "HFMA2" not in fixed and fixed["REDG"] == real["REDG"], dict(fixed)
+    assert 0 < fixed["LDGSTS"] < real["LDGSTS"] and fixed["BAR"] >= 1  # the first slot and the staged activations
+    built = mmq_direct.FAMILY.compile_only({**PROBED, "PROBE": 6}, "q4_K")
+    ops = nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "DEPBAR")
+    loop = before + after  # (unrolled by the compiler: one FADD per super-block)
+    assert loop["FADD"] >= 1 and loop["LDGSTS"] == 5 * loop["FADD"], dict(loop)
+    assert "HMMA" not in ops and "HFMA2" not in ops and ops["REDG"] == real["REDG"], dict(ops)
+
+
 def test_each_timing_probe_leaves_its_stage_out_of_the_loop():
     """PROBE 1..4 (timing probes, wrong numbers) each drop one stage of the main loop and keep the rest: 1 the
     ring's copies (LDGSTS), 2 the dequant math (HFMA2), 3 the activations' shared loads, 4 the mma (HMMA)."""
@@ -339,7 +355,8 @@ def test_each_timing_probe_leaves_its_stage_out_of_the_loop():
     assert real["LDS"] - nox["LDS"] == 16 and nox["HFMA2"] == 64  # the 16 LDS.128 of activations per super-block
     _, nomma_ops = loop(4)
     assert real_ops["HMMA"] == 34 and "HMMA" not in nomma_ops and nomma_ops["HFMA2"] >= 64
-    assert "PROBE" in mmq_direct.invalid_reason({**PROBED, "PROBE": 5}, "q4_K")
+    assert "PROBE" in mmq_direct.invalid_reason({**PROBED, "PROBE": 7}, "q4_K")
+    assert "PROBE" in mmq_direct.invalid_reason({**PROBED, "WG": 1, "PROBE": 5}, "q4_K")
     assert "PROBE" in mmq_direct.invalid_reason({"RING": 0, "PROBE": 1}, "q4_K")
 
 

@@ -101,8 +101,10 @@
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
 #endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
-#if PROBE < 0 || PROBE > 4 || (PROBE && RING == 0)
-#error "mmq_direct.cu: PROBE is 0..4, with a RING"
+// 5: no loop (the prologue's copies landed, the epilogue's stores: the launch's fixed cost); 6: the loop only streams
+// the weights through the ring (one word of each landed slot read: no dequant, activations or mma)
+#if PROBE < 0 || PROBE > 6 || (PROBE && RING == 0) || (PROBE >= 5 && WG)
+#error "mmq_direct.cu: PROBE is 0..6, with a RING (5 and 6 not with WG)"
 #endif
 #if ATOMIC && (FIXUP || (ATOMIC != 1))
 #error "mmq_direct.cu: ATOMIC is 0 or 1, and not with FIXUP (two ways of adding the splits)"
@@ -678,7 +680,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         float accw[8] = {};  // the wgmmas' accumulators (acc takes MINSUM's rank-1 term)
         uint32_t aset[2][4][4];
 #endif
-        for (int sb = sb_begin; sb < sb_end; ++sb) {
+        for (int sb = sb_begin; sb < (PROBE == 5 ? sb_begin : sb_end); ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
             issue_slot(copies, base, ring + fill * kSlotBytes, lane, PROBE != 1 && sb + RING - 1 < sb_end);
             base += kBlockBytes;
@@ -698,11 +700,17 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
 #if WG
             multiply_wg(acc, accw, aset, SlotRows{landed, t}, mmq::smem_addr(xs) + (sb - sb_begin) * 4 * kXTile, sp, t);
+#elif PROBE == 6
+            acc[0][0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(landed + 16 * t) & 0x007FFFFFu);
 #else
             multiply(acc, SlotRows{landed, t}, xp, xn, sb + 1 < sb_end, sp, t);
 #endif
             slot = slot + 1 == RING ? 0 : slot + 1;
             advance(xp, sp);
+        }
+        if constexpr (PROBE == 5) {  // the prologue's copies land, as they would for the first super-block
+            mmq::cp_async_wait<0>();
+            __syncthreads();
         }
 #if WG
         mmqwg::wgmma_wait<0>();
