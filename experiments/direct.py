@@ -28,7 +28,7 @@ LEVER = Lever(
         "PDL": [0, 1, 2],
         "XAHEAD": [0, 1, 2],  # activations loaded: as the chunk starts, a chunk ahead, each half two steps ahead
         "RING": [0, 2, 3, 4, 5, 6, 8],  # 0: register prefetch; else each warp's cp.async ring, super-blocks
-        "L2PF": [0, 1],  # the ring's copies with L2's 256-byte prefetch hint
+        "L2PF": [0, 1, 2],  # the ring's copies with L2's 256-byte prefetch hint; 2: the warp's whole rows prefetched into L2 at start
         "MT": [1, 2],  # m16 tiles per warp (2: 32 rows share each activation fragment; with a RING)
         "XSHARED": [0, 2, 4, 5, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks; 5: 24 x 1 fills 132 SMs)
         "FIXUP": [0, 1],  # the split-K partial sums added by the last CTA of each tile, not a reduce launch

@@ -15,7 +15,8 @@ Parameters (compile time unless said):
   RING        0: each thread prefetches the next super-block of its two rows into registers;
               2..8: each warp keeps a cp.async ring of RING super-blocks of its rows in shared
               memory, RING - 1 of them in flight
-  L2PF        1: the ring's copies ask L2 for the surrounding 256 bytes
+  L2PF        1: the ring's copies ask L2 for the surrounding 256 bytes; 2: as the GEMM starts each warp asks L2 for its
+              rows' whole K range (a bulk prefetch per row): DRAM streams it during the pass and the prologue
   XSHARED     0: each warp reads its activations from global memory (through L1); n >= 1: the CTA copies
               the activations of its K range, at most n super-blocks, into shared memory once (cp.async: the
               first super-block in a group of its own; with a RING and XAHEAD 0); K is split at least
@@ -103,8 +104,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
     if p["XAHEAD"] not in (0, 1, 2):
         return f"XAHEAD={p['XAHEAD']} is not 0, 1 or 2"
-    if p["L2PF"] not in (0, 1) or (p["L2PF"] and not p["RING"]):
-        return f"L2PF={p['L2PF']}: 0, or 1 with a RING (its copies carry the L2 prefetch hint)"
+    if p["L2PF"] not in (0, 1, 2) or (p["L2PF"] and not p["RING"]):
+        return f"L2PF={p['L2PF']}: 0, or 1 / 2 with a RING (its copies' L2 hint / a bulk L2 prefetch of the warp's rows)"
     if p["MT"] not in (1, 2) or (p["MT"] == 2 and not p["RING"]):
         return f"MT={p['MT']}: 1, or 2 (32 rows per warp) with a RING"
     if p["RING"] == 1 or not 0 <= p["RING"] <= 8:

@@ -4,6 +4,8 @@ memory); its main loop holds the instructions the design counts and not many mor
 super-block and warp 32 HMMA (4 chunks x 4 k16 steps x 2 token halves), 64 HFMA2 (one per weight
 pair: w = fma(q, sw, -mn)), and about 400-450 in all, against ~790 per 256 k for the 16-token
 wgmma kernel's consumer warps and producer (perf log run 29)."""
+import collections
+
 import numpy as np
 import pytest
 
@@ -319,6 +321,18 @@ def test_atomic_splits_add_into_the_output_with_no_reduce(minsum):
 
 
 PROBED = {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "ATOMIC": 1}
+
+
+def test_l2pf_2_adds_one_bulk_l2_prefetch_before_the_loop_and_leaves_the_loop_alone():
+    """L2PF 2: each warp's rows asked of L2 once (cp.async.bulk.prefetch.L2: UBLKPF), not in the loop; the loop as L2PF 0's
+    (within two address instructions)."""
+    plain, bulk = (mmq_direct.FAMILY.compile_only({**PROBED, "L2PF": v}, "q4_K").sass for v in (0, 2))
+    assert "UBLKPF" not in nvcc.sass_opcodes(plain, mmq_direct.FAMILY.kernel_name)
+    assert nvcc.sass_opcodes(bulk, mmq_direct.FAMILY.kernel_name)["UBLKPF"] >= 1
+    loop = [sum(nvcc.sass_main_loop(sass, mmq_direct.FAMILY.kernel_name, "HMMA"), collections.Counter()) for sass in (plain, bulk)]
+    moved = (loop[0] - loop[1]) + (loop[1] - loop[0])  # (the scheduler may move an address IMAD or two)
+    assert "UBLKPF" not in loop[1] and sum(moved.values()) <= 2 and set(moved) <= {"IMAD", "IADD3", "MOV"}, moved
+    assert "L2PF" in mmq_direct.invalid_reason({"RING": 0, "L2PF": 2}, "q4_K")
 
 
 def test_the_fixed_cost_and_stream_only_probes():

@@ -71,6 +71,11 @@ CONFIGS = [
      "WG": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 0, "XSHARED": 2, "ATOMIC": 1, "MINSUM": 1, "WG": 1},
     {"WARPS": 12, "MIN_BLOCKS": 1, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 5, "MINSUM": 1, "WG": 1},
+    # each warp's rows bulk-prefetched into L2 as the GEMM starts (L2PF 2): the champion with NIBLOP, 32-row warps
+    # with a split (rows past M: no prefetch)
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "NIBLOP": 1,
+     "L2PF": 2},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "L2PF": 2},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]

@@ -56,9 +56,9 @@
 #ifndef XAHEAD  // when a chunk's activations are loaded: 0 as it starts; 1 during the chunk before (16 more
 #define XAHEAD 1  // registers); 2 each half two k16 steps before its first use (a half's registers are
 #endif            // refilled as soon as its last mma has read them: no more registers than 0)
-#ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block)
-#define L2PF 0
-#endif
+#ifndef L2PF  // 1: the ring's copies ask L2 to fetch the 256 bytes around each piece (the row's next super-block);
+#define L2PF 0  // 2: as the GEMM starts, each warp asks L2 for its rows' whole K range (one bulk prefetch per row), so
+#endif          // DRAM streams them while the pass runs and the prologue waits; the ring's copies then hit L2
 #ifndef RING  // 0: the next super-block's weights are prefetched into registers; >= 2: each warp keeps
 #define RING 0  // a cp.async ring of RING super-blocks of its rows in shared memory (RING - 1 in flight)
 #endif
@@ -160,7 +160,7 @@ struct RingCopies {
 };
 
 __device__ __forceinline__ void copy16(void* dst, const void* src) {
-#if L2PF
+#if L2PF == 1
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(mmq::smem_addr(dst)), "l"(src));
 #else
     mmq::cp_async16(dst, src);
@@ -658,6 +658,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         }
         RingCopies copies;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
+        if constexpr (L2PF == 2) {  // rows are 16-byte multiples (144-byte super-blocks), so each range is bulk-aligned
+            if (lane < kWarpRows && row0 + lane < M)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + lane * row_bytes),
+                             "r"((sb_end - sb_begin) * kBlockBytes) : "memory");
+        }
 #pragma unroll
         for (int i = 0; i < kCopies; ++i) {
             const int p = min(lane + 32 * i, kPieces - 1), r = p / 9;
