@@ -35,6 +35,7 @@ LEVER = Lever(
         "MINSUM": [0, 1],  # the weight mins as a rank-1 term on the pass's activation sums: one f16 op per weight pair
         "ATOMIC": [0, 1],  # a split K's partial sums added into C by red.global.add (zeroed by the pass): no reduce launch
         "NIBLOP": [0, 1],  # with MINSUM: each biased weight pair by one LOP3 (the pass permutes the activations to match)
+        "CARVEOUT": [0, 1],  # the pass and reduce take the GEMM's shared-memory carveout (no SM reconfiguration between them)
         "WG": [0, 1],  # with XSHARED, MINSUM, MT 1: each k16 step one wgmma m64n16k16 per 4 warps (A from registers)
     },
     fixed={"SPLITK": 0},

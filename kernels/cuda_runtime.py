@@ -167,6 +167,13 @@ class Kernel:
             raise CudaError(f"kernel {self.name}: cannot opt in to {smem} B shared memory: {_one_line(exc)}") from None
         self._module.smem_optin[self.name] = smem
 
+    def prefer_shared_carveout(self, percent: int) -> None:
+        """The share of L1 this function prefers as shared memory (100: the most). A kernel launched beside one
+        that needs the most shared memory takes the same carveout, so an SM need not drain and reconfigure
+        between them (an attribute of the CUfunction, shared by every Kernel of this name)."""
+        drv = self.device.drv
+        self._func.set_attribute(drv.function_attribute.PREFERRED_SHARED_MEMORY_CARVEOUT, int(percent))
+
     def attribute(self, name: str) -> int:
         """A cuFuncGetAttribute value, e.g. 'NUM_REGS', 'LOCAL_SIZE_BYTES', 'MAX_THREADS_PER_BLOCK'."""
         return int(self._func.get_attribute(getattr(self.device.drv.function_attribute, name)))

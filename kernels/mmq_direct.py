@@ -40,6 +40,9 @@ Parameters (compile time unless said):
   WG          1 (with XSHARED, MINSUM, MT 1, WARPS a multiple of 4): each k16 step one wgmma m64n16k16 per 4 warps,
               A the same dequantized fragments from registers, B the staged activations (128B-swizzled tiles,
               the pass writing each 64-k chunk in the fragments' k order); MINSUM's term stays an mma.sync
+  CARVEOUT    1: the pass (and the reduce) prefer the most shared memory, the GEMM's carveout, so that SMs need not
+              reconfigure between them and the GEMM's CTAs can sit beside the pass's (a launch choice: no code changes,
+              a define only so that the module, which holds the attribute, is its own)
   PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
               to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
@@ -62,8 +65,8 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "WG": 0, "PROBE": 0}
-OPTIONAL_KEYS = ("NIBLOP", "WG", "PROBE")  # compile time, passed to nvcc only when set
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "WG": 0, "CARVEOUT": 0, "PROBE": 0}
+OPTIONAL_KEYS = ("NIBLOP", "WG", "CARVEOUT", "PROBE")  # compile time, passed to nvcc only when set
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
@@ -124,6 +127,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["WG"] not in (0, 1) or (p["WG"] and not (p["XSHARED"] and p["MINSUM"] and p["MT"] == 1 and p["WARPS"] % 4 == 0)):
         return (f"WG={p['WG']}: 0, or 1 with XSHARED, MINSUM (the pass writes its k order), MT 1 and WARPS a multiple "
                 "of 4 (whole warpgroups)")
+    if p["CARVEOUT"] not in (0, 1):
+        return f"CARVEOUT={p['CARVEOUT']} is not 0 (the driver's choice per kernel) or 1 (every kernel of the call: the most shared memory)"
     if p["PROBE"] not in range(7) or (p["PROBE"] and not p["RING"]) or (p["PROBE"] >= 5 and p["WG"]):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1..6 of the ring kernel (wrong numbers; 5, 6 not with WG)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -224,7 +229,12 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):
             handle.setdefault("direct_pass", handle["module"].kernel("direct_pass", 0))
-        return super().make_bound(device, variant, handle, problem)
+        bound = super().make_bound(device, variant, handle, problem)
+        if variant.params.get("CARVEOUT"):
+            for name in ("direct_pass", "convert", "reduce", "gemm"):
+                if name in handle:
+                    handle[name].prefer_shared_carveout(100)
+        return bound
 
     def precompile_configs(self) -> list[dict]:
         return [DEFAULTS, heuristic_params(16)]

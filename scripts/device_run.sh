@@ -5,8 +5,8 @@
 #   device command:  bash scripts/device_run.sh [tests] [bench ARGS...] [study ARGS...]
 #   profile ARGS...: Nsight Compute sections of one launch of scripts/profile_kernel.py ARGS
 #                    (ncu --clock-control none: the card's clocks are left as they are), and its
-#                    dram__bytes_read.sum; NCU_KERNEL picks the kernel (default regex:_gemm$;
-#                    mmq_moe_grouped for the MoE GEMM)
+#                    dram__bytes_read.sum (NCU_METRICS: another comma-separated list); NCU_KERNEL picks the
+#                    kernel (default regex:_gemm$; mmq_moe_grouped for the MoE GEMM)
 #   clusters:        scripts/cluster_occupancy.py (how many thread-block clusters fit at once)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
         moebench) run python3 scripts/moe_baseline_bench.py --out "$OUT" "${args[@]}" 2>&1 | tee -a "$OUT/moebench.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         profile) n=$(ls "$OUT"/ncu-*.txt 2>/dev/null | wc -l)
-               run ncu --clock-control none -k "${NCU_KERNEL:-regex:_gemm$}" -s 2 -c 1 --metrics dram__bytes_read.sum \
+               run ncu --clock-control none -k "${NCU_KERNEL:-regex:_gemm$}" -s 2 -c 1 --metrics "${NCU_METRICS:-dram__bytes_read.sum}" \
                    --section SpeedOfLight \
                    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
                    --section WarpStateStats --section InstructionStats --section Occupancy --section SourceCounters \

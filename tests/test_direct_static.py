@@ -335,6 +335,13 @@ def test_l2pf_2_adds_one_bulk_l2_prefetch_before_the_loop_and_leaves_the_loop_al
     assert "L2PF" in mmq_direct.invalid_reason({"RING": 0, "L2PF": 2}, "q4_K")
 
 
+def test_carveout_is_a_launch_choice_with_the_same_code():
+    """CARVEOUT 1 compiles to the champion's SASS (its own module, which holds the carveout attribute)."""
+    plain, carve = (mmq_direct.FAMILY.compile_only({**PROBED, "CARVEOUT": v}, "q4_K") for v in (0, 1))
+    assert carve.key != plain.key and carve.sass == plain.sass
+    assert "CARVEOUT" in mmq_direct.invalid_reason({**PROBED, "CARVEOUT": 2}, "q4_K")
+
+
 def test_the_fixed_cost_and_stream_only_probes():
     """PROBE 5 keeps the launch's fixed work (the prologue's copies, the epilogue's reds) and drops the loop; PROBE 6's
     loop streams the weights through the ring as the kernel's does and computes nothing."""

@@ -98,6 +98,9 @@
 #if WG != 0 && (WG != 1 || !XSHARED || !MINSUM || MT != 1 || WARPS % 4)
 #error "mmq_direct.cu: WG is 0, or 1 with XSHARED, MINSUM, MT 1 and whole warpgroups (WARPS % 4 == 0)"
 #endif
+#ifndef CARVEOUT  // a launch choice of kernels/mmq_direct.py (the carveout every kernel of the call prefers): no code
+#define CARVEOUT 0
+#endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
 #endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
