@@ -1,7 +1,7 @@
 // What a wgmma kernel needs to put an operand in shared memory and issue on it: the 128B-swizzled
 // K-major layout (rows of 128 B = 64 f16, 8-row atoms of 1024 B, 1024-aligned), its descriptor, and
-// the fences and group waits, and the register fences that keep an in-flight wgmma's operands in place. Shared by the `wgmma` lever's kernels (wgmma_tile.cuh) and the direct
-// kernel's wgmma path (mmq_direct.cu, WG=1).
+// the fences and group waits, and the register fences that keep an in-flight wgmma's operands in place.
+// Shared by the `wgmma` lever's kernels (wgmma_tile.cuh) and the direct kernel's wgmma path (mmq_direct.cu, WG=1).
 #pragma once
 #include <stdint.h>
 

@@ -31,7 +31,6 @@ __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
     return p + (((base + kAlign - 1) & ~(kAlign - 1)) - base);
 }
 
-
 // mbarriers in shared memory: the hand-off between producer and consumer warpgroups.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
