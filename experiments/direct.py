@@ -12,7 +12,7 @@ activations in shared memory once (XSHARED; run 36 found 44 % of the activation 
 the dequant for a rank-1 term on per-32 activation sums the pass writes (MINSUM: run 42 counted the HSUB2 of each weight pair as 64 of
 the loop's 423 instructions), whether a split K's CTAs add their partial sums into the output themselves (ATOMIC: no
 reduce launch), whether each biased weight pair is one LOP3 on the word (NIBLOP: 2 instructions fewer per word), whether the k16 steps are
-wgmmas on the staged activations (WG: no activation loads, half the mma instructions; run 69), and whether the GEMM (PDL 1) and
+wgmmas on the staged activations (WG: no activation loads, half the mma instructions; run 69), whether the GEMM converts its own f32 activations (XFUSE: one launch, no pass; run 74), whether a row tile's K splits are one thread-block cluster that sums them in shared memory (CLUSTER: no zeroed C, no reds), and whether the GEMM (PDL 1) and
 its split-K reduce (PDL 2) are programmatic dependent launches. Its incumbent is the `wgmma`
 champion of the regime; the dispatcher prefers it wherever it is promoted."""
 from experiments.base import Lever
@@ -37,6 +37,8 @@ LEVER = Lever(
         "NIBLOP": [0, 1],  # with MINSUM: each biased weight pair by one LOP3 (the pass permutes the activations to match)
         "CARVEOUT": [0, 1],  # the pass and reduce take the GEMM's shared-memory carveout (no SM reconfiguration between them)
         "WG": [0, 1],  # with XSHARED, MINSUM, MT 1: each k16 step one wgmma m64n16k16 per 4 warps (A from registers)
+        "XFUSE": [0, 1],  # with XSHARED: one launch, each CTA converts its own K range's f32 activations (no pass)
+        "CLUSTER": [1, 7, 8],  # the K splits of a row tile as one thread-block cluster summing in shared memory (7, 8: T=16's)
     },
     fixed={"SPLITK": 0},
     defaults={**mmq_direct.DEFAULTS, **mmq_direct.heuristic_params(16)},

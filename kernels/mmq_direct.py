@@ -48,6 +48,14 @@ Parameters (compile time unless said):
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
               4: no mma (its operands folded into the accumulators by LOP3); 5: no loop at all (the prologue's
               copies, the pass and the epilogue: the launch's fixed cost); 6: the loop streams the weights only
+  XFUSE       1 (with XSHARED; not ATOMIC or WG): one launch, no pass. The GEMM reads the f32 activations and each CTA
+              writes its K range's f16 rows (and MINSUM's per-32 sums) into its shared memory itself, the pass's
+              rounding and sums: each warp converts its share of the next super-block while it multiplies this one
+              (one mbarrier per super-block). The splits are then summed by FIXUP, CLUSTER or the reduce kernel
+  CLUSTER     n > 1 (with XSHARED; not ATOMIC or FIXUP): K is split n ways and the n CTAs of a row tile are one
+              thread-block cluster that sums their partial tiles in shared memory (each rank a share of the
+              elements, over the ranks in order) and stores C: no zeroed C, no reds, no reduce launch. The K
+              range of each CTA must fit XSHARED super-blocks (else a clear error for that shape)
 The activation format is the f16 path's (kernels/mmq_f16.py: the timed pass, or f16 rows with
 X16_INPUT=1).
 """
@@ -65,8 +73,10 @@ TOKEN_TILE = 16
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 6, 8, 12, 16, 24)
 DEFAULTS = {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "RING": 0, "L2PF": 0, "MT": 1, "XSHARED": 0,
-            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "WG": 0, "CARVEOUT": 0, "PROBE": 0}
-OPTIONAL_KEYS = ("NIBLOP", "WG", "CARVEOUT", "PROBE")  # compile time, passed to nvcc only when set
+            "FIXUP": 0, "MINSUM": 0, "ATOMIC": 0, "SPLITK": 0, "NIBLOP": 0, "WG": 0, "CARVEOUT": 0, "PROBE": 0,
+            "XFUSE": 0, "CLUSTER": 1}
+# compile time, passed to nvcc only when not the default (the other kernels' cache keys stay)
+OPTIONAL_KEYS = ("NIBLOP", "WG", "CARVEOUT", "PROBE", "XFUSE", "CLUSTER")
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "PDL", "XAHEAD", "RING", "L2PF", "MT", "XSHARED", "FIXUP", "MINSUM", "ATOMIC")
 SLOT_BYTES = 16 * 144  # a ring slot per m16 tile: one q4_K super-block of 16 rows
 X_ROW_PAD = 64  # XSHARED: a staged token row's padding (rows 64 bytes apart modulo 128: no bank conflicts)
@@ -84,13 +94,16 @@ def smem_bytes(params: dict) -> int:
     """Dynamic shared memory of one CTA (kSmemBytes in mmq_direct.cu): each warp's ring, and with
     XSHARED the CTA's 16 token rows of XSHARED super-blocks (512 bytes each, padded)."""
     p = full_params(params)
+    staged = staged_bytes(p)
+    sums = TOKEN_TILE * p["XSHARED"] * 4 * 8 if p["XFUSE"] and p["MINSUM"] else 0  # XFUSE's per-32 sums, shared
+    return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES + staged + sums
+
+
+def staged_bytes(p: dict) -> int:
+    """XSHARED's staged activations (kXBytes): 16 padded token rows, or WG's swizzled tiles."""
     if not p["XSHARED"]:
-        staged = 0
-    elif p["WG"]:  # 4 swizzled 2 KB tiles per super-block, aligned up to 1024 bytes
-        staged = p["XSHARED"] * 4 * WG_TILE + WG_ALIGN
-    else:
-        staged = TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD)
-    return p["RING"] * p["WARPS"] * p["MT"] * SLOT_BYTES + staged
+        return 0
+    return p["XSHARED"] * 4 * WG_TILE + WG_ALIGN if p["WG"] else TOKEN_TILE * (p["XSHARED"] * 512 + X_ROW_PAD)
 
 
 def min_split(params: dict, K: int) -> int:
@@ -129,6 +142,14 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                 "of 4 (whole warpgroups)")
     if p["CARVEOUT"] not in (0, 1):
         return f"CARVEOUT={p['CARVEOUT']} is not 0 (the driver's choice per kernel) or 1 (every kernel of the call: the most shared memory)"
+    if p["XFUSE"] not in (0, 1) or (p["XFUSE"] and (not p["XSHARED"] or p["ATOMIC"] or p["WG"] or p.get("X16_INPUT", 0))):
+        return (f"XFUSE={p['XFUSE']}: 0, or 1 with XSHARED (the CTA's converted rows), without ATOMIC (nothing zeroes C), WG "
+                "(its tiles' k order) and X16_INPUT (nothing to convert)")
+    if p["CLUSTER"] not in range(1, 9) or (p["CLUSTER"] > 1 and (not p["XSHARED"] or p["ATOMIC"] or p["FIXUP"])):
+        return (f"CLUSTER={p['CLUSTER']}: 1, or 2..8 K splits in one thread-block cluster, with XSHARED (the partial tile "
+                "is summed over the staged rows) and without ATOMIC or FIXUP (other ways of adding the splits)")
+    if p["CLUSTER"] > 1 and TOKEN_TILE * (p["BM"] + 4) * 4 > staged_bytes(p):
+        return f"CLUSTER={p['CLUSTER']}: the {p['BM']}-row partial tile does not fit XSHARED={p['XSHARED']}'s staged rows"
     if p["PROBE"] not in range(7) or (p["PROBE"] and not p["RING"]) or (p["PROBE"] >= 5 and p["WG"]):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1..6 of the ring kernel (wrong numbers; 5, 6 not with WG)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -142,12 +163,19 @@ class DirectBound(mmq_f16.F16Bound):
     """Grid (row tiles, K splits, token tiles of 16); the f16 path's activations."""
 
     def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
-        """At least the split under which a CTA's staged activations (XSHARED) hold its whole K range."""
-        return max(super().choose_split(params, registers, n_threads), min_split(params, self.wl.K))
+        """At least the split under which a CTA's staged activations (XSHARED) hold its whole K range; with
+        CLUSTER exactly CLUSTER splits, so that range must fit."""
+        need = min_split(params, self.wl.K)
+        cluster = params.get("CLUSTER", 1)
+        if cluster > 1 and need > cluster:
+            raise ValueError(f"mmq_direct CLUSTER={cluster}: K={self.wl.K} is {self.wl.K // 256} super-blocks, more than "
+                             f"{cluster} CTAs of XSHARED={params['XSHARED']} hold; raise XSHARED or CLUSTER")
+        return max(super().choose_split(params, registers, n_threads), need)
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.minsum = bool(variant.params.get("MINSUM", 0))
-        self.own_pass = self.minsum or bool(variant.params.get("ATOMIC", 0))  # direct_pass, not the f16 path's
+        self.fused = bool(variant.params.get("XFUSE", 0))  # no pass: the GEMM converts the f32 activations
+        self.own_pass = not self.fused and (self.minsum or bool(variant.params.get("ATOMIC", 0)))  # direct_pass's
         if self.minsum:
             check_minsum_scales(problem.w_packed)
         super().__init__(device, variant, handle, problem)
@@ -165,12 +193,19 @@ class DirectBound(mmq_f16.F16Bound):
     def split_sum_args(self) -> tuple:
         return (self.out.ptr, self.counters.ptr) if self.counters is not None else ()
 
-    # MINSUM: the pass also writes the per-32 activation sums, the GEMM's last argument
+    def has_pass(self) -> bool:
+        return not self.fused and super().has_pass()
+
+    # MINSUM: the pass also writes the per-32 activation sums, the GEMM's last argument (XFUSE: no pass, no buffers)
     def alloc_activation(self, T: int, K: int) -> list:
+        if self.fused:
+            return []
         rows = super().alloc_activation(T, K)
         return [*rows, self.device.empty((T, K // 16), np.float16)] if self.minsum else rows
 
     def activation_pass(self, x) -> None:
+        if self.fused:
+            return
         if not self.own_pass:
             return super().activation_pass(x)
         n4, n_zero = self.wl.T * self.wl.K // 4, self.wl.T * self.wl.M if self.atomic_split else 0
@@ -180,10 +215,12 @@ class DirectBound(mmq_f16.F16Bound):
                                            np.int64(n_zero)), 0)
 
     def activation_args(self) -> tuple:
+        if self.fused:  # the f32 activations themselves
+            return (self.x[self.current].ptr,)
         return (self.scratch[0].ptr,) if self.minsum else super().activation_args()
 
     def extra_args(self) -> tuple:
-        return (self.scratch[1].ptr,) if self.minsum else ()
+        return (self.scratch[1].ptr,) if self.minsum and not self.fused else ()
 
     def release(self) -> None:
         super().release()
@@ -214,7 +251,7 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)
-        optional = {k: p[k] for k in OPTIONAL_KEYS if p[k]}  # (only when set: the other kernels' cache keys stay)
+        optional = {k: p[k] for k in OPTIONAL_KEYS if p[k] != DEFAULTS[k]}
         return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}, **optional}
 
     def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
@@ -224,7 +261,7 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         """f16 activations have no pass to write MINSUM's sums, zero ATOMIC's output or permute NIBLOP's and WG's k order: they
         run the kernel with the min in the dequant and the split-K reduce."""
         return {**super().f16_input(params),
-                **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP", "WG") if params.get(key)}}
+                **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP", "WG", "XFUSE") if params.get(key)}}
 
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):

@@ -1,8 +1,8 @@
-"""How many thread-block clusters of a wgmma kernel the H200 runs at once (the driver's
+"""How many thread-block clusters of a wgmma or direct kernel the H200 runs at once (the driver's
 cuOccupancyMaxActiveClusters), next to what its grid needs: a cluster kernel whose grid needs
 more clusters than fit runs a second, mostly empty wave.
 
-    python3 scripts/cluster_occupancy.py [--type q4_K]
+    python3 scripts/cluster_occupancy.py [--type q4_K] [--family wgmma|direct]
 
 (The driver answers 0 for a kernel without clusters, so every case here has them.)
 """
@@ -23,27 +23,37 @@ CASES = [  # (what, params): the cluster kernels run 21 measured
     ("CLUSTER 2 128x16", {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 2}),
     ("CLUSTER 4 128x16", {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2, "CLUSTER": 4}),
 ]
+_ONE_LAUNCH = {"PDL": 2, "RING": 2, "XAHEAD": 0, "MINSUM": 1, "XFUSE": 1}
+DIRECT_CASES = [  # mmq_direct's K-split clusters (1, CLUSTER, 1): 32 row tiles x CLUSTER CTAs at M = 4096, T = 16
+    ("CLUSTER 7 8 warps x2", {**_ONE_LAUNCH, "WARPS": 8, "MIN_BLOCKS": 2, "XSHARED": 8, "CLUSTER": 7}),
+    ("CLUSTER 8 8 warps x2", {**_ONE_LAUNCH, "WARPS": 8, "MIN_BLOCKS": 2, "XSHARED": 7, "CLUSTER": 8}),
+    ("CLUSTER 8 16 warps x1", {**_ONE_LAUNCH, "WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 7, "CLUSTER": 8}),
+]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--type", default="q4_K")
+    ap.add_argument("--family", choices=("wgmma", "direct"), default="wgmma")
     args = ap.parse_args()
-    from kernels import mmq_wgmma
+    from kernels import mmq_direct, mmq_wgmma
     from kernels.device import open_device
 
     device = open_device("cuda")
     sms = device.info["sm_count"]
-    for what, params in CASES:
-        variant = mmq_wgmma.FAMILY.build(params, args.type, device)
+    family = mmq_wgmma.FAMILY if args.family == "wgmma" else mmq_direct.FAMILY
+    for what, params in CASES if args.family == "wgmma" else DIRECT_CASES:
+        variant = family.build(params, args.type, device)
         p, handle = variant.params, variant.impl.handle
-        cluster = p["MCAST"] * p["CLUSTER"]
-        fn = device.dependent_kernel(handle["compiled"], mmq_wgmma.FAMILY.kernel_name, handle["smem"])
-        fit = fn.max_active_clusters((1, p["MCAST"], p["CLUSTER"]), (handle["threads"], 1, 1), handle["smem"])
+        dims = (1, p["MCAST"], p["CLUSTER"]) if args.family == "wgmma" else (1, p["CLUSTER"], 1)
+        cluster = math.prod(dims)
+        fn = device.dependent_kernel(handle["compiled"], family.kernel_name, handle["smem"])
+        fit = fn.max_active_clusters(dims, (handle["threads"], 1, 1), handle["smem"])
+        grid_ctas = 128 if args.family == "wgmma" else 4096 // p["BM"] * p["CLUSTER"]
         print(json.dumps({"kernel": what, "cluster_size": cluster, "smem": handle["smem"],
                           "max_active_clusters": fit, "ctas_at_once": fit * cluster, "sms": sms,
-                          "full_wave_clusters": sms // cluster,
-                          "waves_for_128_ctas": math.ceil(128 / cluster / max(fit, 1))}))
+                          "full_wave_clusters": sms // cluster, "grid_ctas": grid_ctas,
+                          "waves_for_grid": math.ceil(grid_ctas / cluster / max(fit, 1))}))
     return 0
 
 

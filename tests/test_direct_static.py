@@ -513,3 +513,63 @@ def test_wg_issues_one_wgmma_per_k16_step():
         assert "WG" in mmq_direct.invalid_reason({**WG, **bad}, "q4_K"), bad
     assert mmq_direct.FAMILY.f16_input(WG)["WG"] == 0
     assert mmq_direct.smem_bytes(WG) == 2 * 8 * 2304 + 8 * 4 * 2048 + 1024
+
+
+FUSED = {**PROBED, "ATOMIC": 0, "XFUSE": 1, "CLUSTER": 7}  # one launch: the conversion in the GEMM, the splits in a cluster
+
+
+def test_xfuse_launches_the_gemm_alone_on_the_f32_activations():
+    """XFUSE=1 on a RecordingDevice, 4096x14336 at T=20: one launch, the GEMM (not a dependent: no pass to follow), its
+    activations the f32 rows themselves, no sums argument, no scratch buffers; with CLUSTER=7 no partial buffer either
+    (the cluster sums the 7 splits), with FIXUP the last CTA sums the partial buffer and with neither the reduce kernel
+    follows. CLUSTER
+    splits K exactly its CTAs' ways, and a K range XSHARED cannot hold is refused before any launch."""
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 4096, 14336, 20
+    rng = np.random.default_rng(13)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    for extra, launches in [({}, ["gemm"]), ({"CLUSTER": 1, "FIXUP": 1}, ["gemm"]),
+                            ({"CLUSTER": 1, "PDL": 0}, ["gemm", "reduce"])]:
+        device, bound = recorded_bound(mmq_direct.FAMILY, {**FUSED, **extra}, problem, 112)
+        assert bound.scratch == [] and bound.splitk == 7 and (bound.partial is None) == (extra == {})
+        bound.run()
+        assert [name for name, *_ in device.launches] == launches
+        grid, gemm_args = device.launches[0][1], device.launches[0][3]
+        assert gemm_args[1] == bound.x[0].ptr and grid == (32, 7, 2)
+        assert len(gemm_args) == 7 + 2 * ("FIXUP" in extra)  # (C_sum, counters)
+    assert mmq_direct.FAMILY.f16_input(FUSED)["XFUSE"] == 0  # f16 rows in: nothing to convert
+    with pytest.raises(ValueError, match="CLUSTER=4"):  # 56 super-blocks > 4 CTAs x 8
+        recorded_bound(mmq_direct.FAMILY, {**FUSED, "CLUSTER": 4}, problem, 112)
+
+
+@pytest.mark.parametrize("params, words", [
+    ({**FUSED, "XSHARED": 0, "XAHEAD": 1}, "XFUSE"), ({**FUSED, "CLUSTER": 1, "ATOMIC": 1}, "XFUSE"),
+    ({**FUSED, "CLUSTER": 1, "WG": 1}, "XFUSE"), ({**FUSED, "XFUSE": 2}, "XFUSE"),
+    ({**FUSED, "CLUSTER": 9}, "CLUSTER"), ({**FUSED, "FIXUP": 1}, "CLUSTER"), ({**FUSED, "XFUSE": 0, "ATOMIC": 1}, "CLUSTER"),
+    ({**FUSED, "WARPS": 24, "MIN_BLOCKS": 1, "XSHARED": 2}, "partial tile"),
+])
+def test_xfuse_and_cluster_refuse_what_they_cannot_run(params, words):
+    assert words in (mmq_direct.invalid_reason(params, "q4_K") or "")
+
+
+def test_xfuse_converts_in_the_gemm_and_the_cluster_sums_the_splits_in_shared_memory():
+    """The SASS of each: XFUSE waits on mbarriers (SYNCS), converts (F2FP: 2 per 4 activations) and sums (the butterfly's
+    3 SHFL per share float4) and copies only the weights with cp.async (the pass's rows are no longer staged by it);
+    CLUSTER arrives on and waits for the cluster barrier twice and stores C with no red; neither spills."""
+    def build(params):
+        built = mmq_direct.FAMILY.compile_only(params, "q4_K")
+        summary = built.summary([mmq_direct.FAMILY.kernel_name])
+        assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0, summary
+        return nvcc.sass_opcodes(built.sass, mmq_direct.FAMILY.kernel_name)
+
+    staged, fused, clustered = (build(p) for p in ({**FUSED, "XFUSE": 0, "CLUSTER": 1, "FIXUP": 1},
+                                                    {**FUSED, "CLUSTER": 1, "FIXUP": 1}, FUSED))
+    assert fused["SYNCS"] >= 2 and not staged["SYNCS"]
+    assert fused["F2FP"] >= 2 * 4 and fused["SHFL"] >= 3 * 4 and not staged["F2FP"]
+    assert fused["LDGSTS"] < staged["LDGSTS"] and fused["LDG"] > staged["LDG"]
+    assert clustered["UCGABAR_ARV"] == 2 and clustered["UCGABAR_WAIT"] == 2 and not clustered["REDG"]
+    assert not fused["UCGABAR_ARV"]

@@ -79,11 +79,22 @@ CONFIGS = [
     # every kernel of the call on the most shared memory (CARVEOUT, a launch choice): with the pass and with the reduce
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "ATOMIC": 1, "MINSUM": 1, "CARVEOUT": 1},
     {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 2, "RING": 2, "XAHEAD": 0, "SPLITK": 3, "CARVEOUT": 1},
+    # one launch (XFUSE: the GEMM converts its own activations), the splits summed by FIXUP, a cluster or the reduce;
+    # and a cluster after the pass
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "XFUSE": 1, "FIXUP": 1},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "XFUSE": 1, "CLUSTER": 7},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 7, "MINSUM": 1, "NIBLOP": 1, "XFUSE": 1,
+     "CLUSTER": 8},
+    {"WARPS": 16, "MIN_BLOCKS": 1, "PDL": 2, "RING": 3, "XAHEAD": 0, "XSHARED": 7, "MINSUM": 1, "NIBLOP": 1, "XFUSE": 1,
+     "CLUSTER": 8},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "RING": 3, "XAHEAD": 0, "XSHARED": 3, "MT": 2, "XFUSE": 1},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "CLUSTER": 7},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
 NIBLOP_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("NIBLOP") and not c.get("WG")]
 WG_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("WG")]
+ONE_LAUNCH_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("XFUSE") or c.get("CLUSTER", 1) > 1]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]
@@ -225,3 +236,26 @@ def test_the_dispatcher_runs_a_promoted_direct_champion(gpu_device, tmp_path):
     assert dispatch.choose("q4_K", gpu_device.info["arch"], 11, path, M=300, K=2048)[0] == "mmq_direct"
     got = dispatch.mmq(prob.w_packed, "q4_K", prob.x, gpu_device, champions_path=path)
     assert_f16_parity(got, prob, "dispatch q4_K 300x2048x11")
+
+
+@pytest.mark.parametrize("cfg", ONE_LAUNCH_CONFIGS)
+def test_one_launch_matches_the_pass_and_the_reduce_bit_for_bit(gpu_device, cfg):
+    """XFUSE converts the activations as the pass does (the same f16 rows, the same sums, in the same order) and CLUSTER
+    adds the splits in the reduce kernel's order, so each gives the pass-and-reduce kernel's C bit for bit (SPLITK set to
+    its split count: the same K ranges), launch after launch into a poisoned output (each launch's mbarriers and cluster
+    barriers start afresh), at shapes with T past one token tile, M and T not multiples of the tile, and splits that hold
+    no super-block."""
+    from kernels import mmq_direct
+
+    cfg_params = CONFIGS[cfg]
+    fused = mmq_direct.FAMILY.build(cfg_params, "q4_K", gpu_device)
+    for M, K, T in [(330, 6144, 20), (37, 256, 5), (145, 1024, 67)]:
+        prob = random_problem(np.random.default_rng([cfg, M, 93]), "q4_K", M, K, T)
+        bound = fused.prepare(prob)
+        try:
+            ref_params = {**cfg_params, "XFUSE": 0, "CLUSTER": 1, "FIXUP": 0, "SPLITK": bound.splitk}
+            want = run_once(mmq_direct.FAMILY.build(ref_params, "q4_K", gpu_device), prob)
+            for _ in range(2):
+                np.testing.assert_array_equal(run_poisoned(bound), want, err_msg=f"{M}x{K}x{T} direct{cfg}")
+        finally:
+            bound.release()

@@ -32,6 +32,15 @@
 // 2t + e and 2t + 8 + e, the activations thread t's A registers pair there (the cp.async copies stay 16 bytes).
 // MINSUM's rank-1 term stays an mma.sync, into accumulators of its own, added at the end.
 //
+// XFUSE = 1 (with XSHARED) is one launch, no pass: the GEMM reads the f32 activations and each CTA writes the f16
+// rows of its own K range (and, MINSUM, their per-32 sums) into its shared memory itself, as direct_pass would have
+// (the same rounding, the same sums, NIBLOP's order). Each warp converts its share of super-block s + 1 while it
+// multiplies s, and arrives on s + 1's mbarrier; a warp multiplies s once every warp has arrived on s's. The
+// activations of a K range are converted once per CTA that reads them (32 times at M = 4096): no launch, no wait.
+// CLUSTER = n > 1: the n K splits of a row tile are one thread-block cluster (gridDim.y = n) that adds its partial
+// sums in shared memory: each CTA leaves its tile there, and rank r sums elements r, r + n, ... (x kThreads) of the
+// tile over the n CTAs in rank order and stores them. No zeroed C, no reds, no reduce launch; the order is fixed.
+//
 // k order: within each 64-k chunk (32 qs bytes: the low nibbles are k 0..31, the high ones
 // k 32..63) thread t = lane % 4 takes bytes 8t..8t+7. Its four mma steps take 4 consecutive
 // k each: low nibbles of bytes 8t..8t+3 (k 8t..8t+3), of 8t+4..8t+7, then the high nibbles
@@ -39,6 +48,8 @@
 // the B side reads the same 4 consecutive k of each token row (8 bytes of f16); every k is
 // multiplied by its own activation, and the sum over k is the GEMM's.
 #include "helper_kernels.cuh"
+#include "cluster.cuh"
+#include "mbarrier.cuh"
 #if WG
 #include "wgmma_ops.cuh"
 #include "wgmma_smem.cuh"
@@ -101,6 +112,18 @@
 #ifndef CARVEOUT  // a launch choice of kernels/mmq_direct.py (the carveout every kernel of the call prefers): no code
 #define CARVEOUT 0
 #endif
+#ifndef XFUSE  // 1: no pass; each CTA converts its own K range's f32 activations (see the contract above)
+#define XFUSE 0
+#endif
+#if XFUSE && (XFUSE != 1 || !XSHARED || ATOMIC || WG)
+#error "mmq_direct.cu: XFUSE is 0, or 1 with XSHARED, without ATOMIC (nothing zeroes C) and WG (its tiles' k order)"
+#endif
+#ifndef CLUSTER  // > 1: the K splits of a row tile are one cluster of CLUSTER CTAs that sums them (see the contract above)
+#define CLUSTER 1
+#endif
+#if CLUSTER < 1 || CLUSTER > 8 || (CLUSTER > 1 && (ATOMIC || FIXUP || !XSHARED))
+#error "mmq_direct.cu: CLUSTER is 1..8; above 1 with XSHARED (its tile is summed there), without ATOMIC and FIXUP"
+#endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
 #endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
@@ -126,7 +149,73 @@ constexpr int kXStride = XSHARED * 512 + 64;
 // WG: per super-block 4 swizzled tiles of 16 tokens x 128 B (2 KB), after the rings, aligned up to 1024 B
 constexpr int kXTile = 2048, kXAlign = 1024;
 constexpr int kXBytes = !XSHARED ? 0 : WG ? XSHARED * 4 * kXTile + kXAlign : 16 * kXStride;
-constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes;
+// XFUSE + MINSUM: the staged rows' per-32 sums, [16 token rows][XSHARED super-blocks][4 pairs] (direct_pass's layout)
+constexpr int kSumPairs = XSHARED * 4, kSumBytes = XFUSE && MINSUM ? 16 * kSumPairs * 8 : 0;
+constexpr int kSmemBytes = RING * WARPS * kSlotBytes + kXBytes + kSumBytes;
+constexpr int kCtaRows = WARPS * kWarpRows;
+// CLUSTER: the CTA's partial tile [16 tokens][kCtaRows + 4] f32, over the staged activations once every warp is done
+// (rows padded by 4: the 4 lanes t of a row quad store 2 tokens apart, 8 banks apart)
+constexpr int kPartStride = kCtaRows + 4;
+static_assert(CLUSTER == 1 || 16 * kPartStride * 4 <= kXBytes, "mmq_direct.cu: CLUSTER's tile does not fit the staged rows");
+
+// 4 consecutive f32 activations -> their f16 words as the GEMM reads them (NIBLOP: k 0, 2 and k 1, 3 paired) and the
+// f32 sum of the 4 rounded values (MINSUM's sums add the f16 activations the mma multiplies)
+__device__ __forceinline__ uint2 to_f16_words(const float4 v, float& sum) {
+    const uint32_t h0 = mmq::pack_h2(v.x, v.y), h1 = mmq::pack_h2(v.z, v.w);
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&h0));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&h1));
+    sum = (a.x + a.y) + (b.x + b.y);
+    return NIBLOP ? make_uint2(__byte_perm(h0, h1, 0x5410), __byte_perm(h0, h1, 0x7632)) : make_uint2(h0, h1);
+}
+
+// MINSUM: the sum of one 32-k sub-block, whose 4-value sums 8 aligned lanes hold (every lane of the warp calls it),
+// as hi = f16(S), lo = f16(S - hi) into pair[0] and pair[2] by the first of the 8 (`writer`)
+__device__ __forceinline__ void store_subblock_sum(float s, __half* pair, bool writer) {
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    if (writer) {
+        const __half hi = __float2half_rn(s), lo = __float2half_rn(s - __half2float(hi));
+        pair[0] = hi, pair[2] = lo;
+    }
+}
+
+#if XFUSE
+// A thread's share of one super-block's 16 x 256 f32 activations: float4 q = threadIdx.x + kThreads i (q < 1024) is
+// token row q / 64's k 4 (q % 64) .. + 3. 8 aligned lanes hold one 32-k sub-block (kThreads is a multiple of 32, so
+// the bound q < 1024 is warp-uniform).
+constexpr int kShare = (16 * 64 + kThreads - 1) / kThreads;
+struct Share {
+    float4 v[kShare];
+};
+
+// Super-block sb's share (token rows past T read the last one: staged, never stored)
+__device__ __forceinline__ void load_share(Share& x, const float* X, int tok0, int T, int K, int sb) {
+#pragma unroll
+    for (int i = 0; i < kShare; ++i) {
+        const int q = threadIdx.x + kThreads * i;
+        if (q >= 16 * 64) break;
+        const long long tok = min(tok0 + q / 64, T - 1);
+        x.v[i] = *reinterpret_cast<const float4*>(X + tok * K + sb * 256 + 4 * (q % 64));
+    }
+}
+
+// The share as f16 into the staged rows (super-block sbl of the CTA's range) and, MINSUM, its sub-blocks' sums
+__device__ __forceinline__ void store_share(const Share& x, uint8_t* xs, __half* sums, int sbl) {
+#pragma unroll
+    for (int i = 0; i < kShare; ++i) {
+        const int q = threadIdx.x + kThreads * i;
+        if (q >= 16 * 64) break;
+        const int r = q / 64, f = q % 64;
+        float sum;
+        *reinterpret_cast<uint2*>(xs + r * kXStride + sbl * 512 + 8 * f) = to_f16_words(x.v[i], sum);
+        if constexpr (MINSUM) {
+            const int j = f / 8;  // the sub-block: pair j / 2 of the super-block, half j % 2
+            store_subblock_sum(sum, sums + 4 * (r * kSumPairs + sbl * 4 + j / 2) + j % 2, (q & 7) == 0);
+        }
+    }
+}
+#endif
 
 struct Rows {  // one super-block of a thread's two rows (g and g + 8)
     uint4 head[2];   // d | dmin, scales[0..11]
@@ -370,6 +459,9 @@ __device__ __forceinline__ void add_min_term(float (&acc)[MT][2][4], const __hal
     }
 }
 
+// MINSUM's sums pair: the pass's (global, read-only) or the CTA's own (XFUSE: shared)
+__device__ __forceinline__ uint2 load_sums(const uint2* p) { return XFUSE ? *p : __ldg(p); }
+
 // One super-block of 16 rows x 16 tokens into acc; xn holds its first chunk's activations on
 // entry and the next super-block's first chunk on exit (when there is one: `more`).
 // MINSUM: sp[n] points at the super-block's sums pair t for token g + 8 n (direct_pass's layout).
@@ -379,7 +471,7 @@ __device__ __forceinline__ void multiply(float (&acc)[MT][2][4], const Src& r, c
 #if MINSUM
     uint2 sums[2];  // (hi, lo) pairs of sub-blocks 2t, 2t + 1, used after the 16 steps: their latency is hidden
 #pragma unroll
-    for (int n = 0; n < 2; ++n) sums[n] = __ldg(sp[n]);
+    for (int n = 0; n < 2; ++n) sums[n] = load_sums(sp[n]);
     __half2 sw[kThreadRows][4], nmn[kThreadRows][4], nmn_t[kThreadRows];  // nmn: the -1024 sw offsets here
 #pragma unroll
     for (int i = 0; i < kThreadRows; ++i) decode_scales_minsum(r.head(i), t, sw[i], nmn[i], nmn_t[i]);
@@ -442,7 +534,7 @@ __device__ __forceinline__ void multiply_wg(float (&acc)[MT][2][4], float (&accw
                                             const Src& r, uint32_t xtiles, const uint2* const (&sp)[2], int t) {
     uint2 sums[2];
 #pragma unroll
-    for (int n = 0; n < 2; ++n) sums[n] = __ldg(sp[n]);
+    for (int n = 0; n < 2; ++n) sums[n] = load_sums(sp[n]);
     __half2 sw[kThreadRows][4], off[kThreadRows][4], nmn_t[kThreadRows];
 #pragma unroll
     for (int i = 0; i < kThreadRows; ++i) decode_scales_minsum(r.head(i), t, sw[i], off[i], nmn_t[i]);
@@ -550,6 +642,42 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 }
 #endif
 
+#if CLUSTER > 1
+// CLUSTER: the cluster's CTAs (the K splits of one row tile) sum their accumulators in shared memory and store C.
+// `part` is [16 tokens][kPartStride] f32 (an m16n8 fragment: lane (g, t) holds rows g, g + 8 of tokens 2t, 2t + 1).
+// Rank r then sums element e = tok kCtaRows + row for e = kThreads r + threadIdx.x, + kThreads CLUSTER, ... over the
+// ranks in order (the same sum whichever rank adds it) and stores it: consecutive threads, consecutive rows of C.
+__device__ __forceinline__ void sum_cluster(const float (&acc)[MT][2][4], float* part, float* C, int row0, int tok0,
+                                            int M, int T) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    __syncthreads();  // every warp is done with the staged activations this tile overwrites
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                part[(8 * n + 2 * t + (e & 1)) * kPartStride + warp * kWarpRows + 16 * mt + g + 8 * (e >> 1)] =
+                    acc[mt][n][e];
+    mmq::cluster_sync();  // every rank's tile is written
+    uint32_t remote[CLUSTER];
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) remote[r] = mmq::cluster_addr(part, r);
+    for (int e = threadIdx.x + kThreads * static_cast<int>(mmq::cluster_rank()); e < 16 * kCtaRows;
+         e += kThreads * CLUSTER) {
+        const int tk = e / kCtaRows, r = e % kCtaRows, at = 4 * (tk * kPartStride + r);
+        float v[CLUSTER];
+#pragma unroll
+        for (int c = 0; c < CLUSTER; ++c) v[c] = mmq::ld_cluster_f32(remote[c] + at);
+        float sum = v[0];
+#pragma unroll
+        for (int c = 1; c < CLUSTER; ++c) sum += v[c];
+        if (tok0 + tk < T && row0 + r < M) C[static_cast<long long>(tok0 + tk) * M + row0 + r] = sum;
+    }
+    mmq::cluster_sync();  // each CTA keeps its shared memory until the others have read it
+}
+#endif
+
 }  // namespace direct
 
 #if MINSUM || ATOMIC
@@ -565,10 +693,9 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
     MMQ_LAUNCH_DEPENDENTS();
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n4;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const float4 v = x[i];
-        const uint2 h = make_uint2(mmq::pack_h2(v.x, v.y), mmq::pack_h2(v.z, v.w));
-        // NIBLOP: a register pairs k 0, 2 and k 1, 3 of the 4
-        const uint32_t w0 = NIBLOP ? __byte_perm(h.x, h.y, 0x5410) : h.x, w1 = NIBLOP ? __byte_perm(h.x, h.y, 0x7632) : h.y;
+        float sum;
+        const uint2 h = direct::to_f16_words(x[i], sum);
+        const uint32_t w0 = h.x, w1 = h.y;
 #if WG
         // the 4 are k 32 h + 8 t + 4 o + 0..3 of a 64-k chunk (group q = i % 16 = 8 h + 2 t + o); they go to k16 block
         // s = 2 h + o, at the mma's k 2t (w0) and 2t + 8 (w1): halves 16 s + 2 t and + 8 of the chunk
@@ -579,17 +706,8 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
         y[i] = make_uint2(w0, w1);
 #endif
 #if MINSUM
-        const float2 a = __half22float2(direct::as_h2(h.x)), b = __half22float2(direct::as_h2(h.y));
-        float s = (a.x + a.y) + (b.x + b.y);
-        s += __shfl_xor_sync(0xffffffffu, s, 4);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        if ((i & 7) == 0) {
-            const long long j = i >> 3;
-            const __half hi = __float2half_rn(s), lo = __float2half_rn(s - __half2float(hi));
-            __half* pair = sums + (j >> 1) * 4 + (j & 1);
-            pair[0] = hi, pair[2] = lo;
-        }
+        const long long j = i >> 3;  // the sub-block
+        direct::store_subblock_sum(sum, sums + (j >> 1) * 4 + (j & 1), (i & 7) == 0);
 #endif
     }
 #if ATOMIC
@@ -603,16 +721,21 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
 // C[T, M] (or the split's slice of partial[split][T][M]) for one token tile of 16 (blockIdx.z),
 // WARPS x 16 weight rows (blockIdx.x) and the blockIdx.y-th of gridDim.y ranges of super-blocks.
 extern "C" __global__ void __launch_bounds__(direct::kThreads, MIN_BLOCKS)
-mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, float* __restrict__ C, int M, int T,
+#if CLUSTER > 1
+__cluster_dims__(1, CLUSTER, 1)  // the launcher's grid has gridDim.y = CLUSTER
+#endif
+mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, float* __restrict__ C, int M, int T,
                 int K, long long row_bytes
 #if FIXUP
                 , float* __restrict__ C_sum, int* __restrict__ counters  // C: the partial sums, with a split
 #endif
-#if MINSUM
+#if MINSUM && !XFUSE
                 , const uint2* __restrict__ S  // direct_pass's activation sums, [T][K / 64] pairs
 #endif
 ) {
     using namespace direct;
+    // the pass's f16 rows, or (XFUSE) the f32 activations themselves
+    const __half* X = static_cast<const __half*>(Xin);
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row0 = (blockIdx.x * WARPS + warp) * kWarpRows, row = row0 + g;  // the thread's rows: row + 8 i
@@ -624,7 +747,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
     const __half* xp[2] = {X + static_cast<long long>(min(tok, T - 1)) * K + sb_begin * 256 + 8 * t,
                            X + static_cast<long long>(min(tok + 8, T - 1)) * K + sb_begin * 256 + 8 * t};
     const uint2* sp[2] = {nullptr, nullptr};
-#if MINSUM
+#if MINSUM && !XFUSE
     sp[0] = S + static_cast<long long>(min(tok, T - 1)) * (K / 64) + sb_begin * 4 + t;
     sp[1] = S + static_cast<long long>(min(tok + 8, T - 1)) * (K / 64) + sb_begin * 4 + t;
 #endif
@@ -659,6 +782,19 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             xp[0] = reinterpret_cast<const __half*>(xs + min(g, rows - 1) * kXStride) + 8 * t;
             xp[1] = reinterpret_cast<const __half*>(xs + min(g + 8, rows - 1) * kXStride) + 8 * t;
         }
+#if XFUSE
+        // xready[s]: every thread has written its share of super-block s of the range (one phase per launch)
+        __shared__ uint64_t xready[XSHARED];
+        __half* sums = reinterpret_cast<__half*>(xs + kXBytes);
+        if constexpr (MINSUM) {
+            sp[0] = reinterpret_cast<const uint2*>(sums) + min(g, rows - 1) * kSumPairs + t;
+            sp[1] = reinterpret_cast<const uint2*>(sums) + min(g + 8, rows - 1) * kSumPairs + t;
+        }
+        if (threadIdx.x < XSHARED) mmq::mbar_init(&xready[threadIdx.x], kThreads);
+        __syncthreads();  // initialized before any arrival
+        const float* Xf = static_cast<const float*>(Xin);
+        Share next;  // super-block s + 1's share, loaded while s - 1 is multiplied
+#endif
         RingCopies copies;
         const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
         if constexpr (L2PF == 2) {  // rows are 16-byte multiples (144-byte super-blocks), so each range is bulk-aligned
@@ -676,11 +812,22 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
             base += kBlockBytes;
             if (XSHARED && s == 0) {  // after the first weights: the first super-block's activations, then the rest's
+#if !XFUSE
                 if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
                 stage_activations(xs, X, tok0, rows, K, sb_begin, 0, 1, warp, lane);
                 stage_activations(xs, X, tok0, rows, K, sb_begin, 1, sb_end - sb_begin, warp, lane);
+#endif
             }
         }
+#if XFUSE  // after the first weights: the first super-block's activations converted here, the rest in the loop
+        if (sb_begin < sb_end) {
+            Share first;
+            load_share(first, Xf, tok0, T, K, sb_begin);
+            if (sb_begin + 1 < sb_end) load_share(next, Xf, tok0, T, K, sb_begin + 1);
+            store_share(first, xs, sums, 0);
+            mmq::mbar_arrive(&xready[0]);
+        }
+#endif
         if constexpr (!XSHARED) start_activations();
         if constexpr (PROBE == 3) load_chunk(xn, xp, 0);  // the one chunk every step multiplies
         int slot = 0, fill = RING - 1;
@@ -693,6 +840,17 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
             issue_slot(copies, base, ring + fill * kSlotBytes, lane, PROBE != 1 && sb + RING - 1 < sb_end);
             base += kBlockBytes;
             fill = fill + 1 == RING ? 0 : fill + 1;
+#if XFUSE
+            const int sbl = sb - sb_begin;
+            if (sb + 1 < sb_end) {  // the next super-block's share (loaded a super-block ago), and the one after's loads
+                store_share(next, xs, sums, sbl + 1);
+                mmq::mbar_arrive(&xready[sbl + 1]);
+                if (sb + 2 < sb_end) load_share(next, Xf, tok0, T, K, sb + 2);
+            }
+            mmq::cp_async_wait<RING - 1>();  // this super-block's weights have landed
+            __syncwarp();                    // (every lane's copies)
+            mmq::mbar_wait(&xready[sbl], 0);  // and every warp's share of its activations
+#else
             if (XSHARED && sb == sb_begin) {
                 mmq::cp_async_wait<RING>();  // the first super-block's weights and activations (not the rest's)
             } else {
@@ -705,6 +863,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
 #endif
                 __syncthreads();
             }
+#endif
             const uint8_t* landed = ring + slot * kSlotBytes + g * kBlockBytes;
 #if WG
             multiply_wg(acc, accw, aset, SlotRows{landed, t}, mmq::smem_addr(xs) + (sb - sb_begin) * 4 * kXTile, sp, t);
@@ -736,6 +895,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const __half* __restrict__ X, flo
         add_splits(acc, C, row0, blockIdx.z * 16 + 2 * t, g, M, T);
         return;
     }
+#endif
+#if CLUSTER > 1
+    extern __shared__ __align__(16) uint8_t smem_part[];  // the staged activations, done with
+    sum_cluster(acc, reinterpret_cast<float*>(smem_part + RING * WARPS * kSlotBytes), C, blockIdx.x * kCtaRows,
+                blockIdx.z * 16, M, T);
+    return;
 #endif
     float* out = C + static_cast<long long>(blockIdx.y) * T * M;  // this split's slice (one split: C itself)
 #pragma unroll

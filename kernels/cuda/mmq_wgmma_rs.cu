@@ -106,6 +106,7 @@
 // a whole copy round trip.
 #define MMQ_MAX_STAGES 16
 #include "wgmma_ring.cuh"
+#include "cluster.cuh"
 
 #ifndef XSYNC
 #define XSYNC 0
@@ -412,27 +413,6 @@ __device__ __forceinline__ void dequant_row(uint32_t (&a)[4][4], const uint32_t 
 }
 
 // ---- thread-block cluster (CLUSTER > 1 or MCAST > 1) ----
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-// Every thread of every CTA in the cluster; release/acquire: shared-memory writes before it are
-// visible to the cluster's reads after it. (Not .aligned: the producer and consumer roles reach
-// it from different code.)
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// 16 bytes at this CTA's shared address `local` in the shared memory of cluster CTA `rank`.
-__device__ __forceinline__ float4 ld_cluster_f4(const void* local, uint32_t rank) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
-    return v;
-}
 
 // Arrive on the mbarrier at this CTA's shared address `bar` in cluster CTA `rank`. The slot it
 // frees was read by wgmmas that have completed (wgmma.wait_group), so there is nothing to order

@@ -9,6 +9,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include "mmq_core.cuh"
+#include "mbarrier.cuh"
 #include "dequant16.cuh"
 #include "wgmma_ops.cuh"
 #include "wgmma_smem.cuh"
@@ -31,23 +32,6 @@ __device__ __forceinline__ uint8_t* align_smem(uint8_t* p) {
     return p + (((base + kAlign - 1) & ~(kAlign - 1)) - base);
 }
 
-// mbarriers in shared memory: the hand-off between producer and consumer warpgroups.
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
-                 : "memory");
-}
-// Wait until the phase of parity `parity` of the barrier has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-    asm volatile(
-        "{\n .reg .pred done;\n"
-        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-        "r"(parity)
-        : "memory");
-}
 // Arrive on `bar` once every cp.async this thread issued so far has landed (the arrival counts
 // against the count the barrier was initialised with: .noinc).
 __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {

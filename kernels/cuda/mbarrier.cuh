@@ -1,0 +1,26 @@
+// mbarriers in shared memory: the hand-off between the warps of a CTA (the wgmma kernels' producer and consumer
+// warpgroups; mmq_direct's XFUSE: a super-block's converted activations, written by every warp).
+#pragma once
+#include "mmq_core.cuh"
+
+namespace mmq {
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// (.release.cta: this thread's shared-memory writes before it are seen by the threads its phase releases)
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
+                 : "memory");
+}
+// Wait until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n"
+        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+}  // namespace mmq
