@@ -650,7 +650,8 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 __device__ __forceinline__ void sum_cluster(const float (&acc)[MT][2][4], float* part, float* C, int row0, int tok0,
                                             int M, int T) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    __syncthreads();  // every warp is done with the staged activations this tile overwrites
+    mmq::cp_async_wait<0>();  // a range with no super-block never waited for the staged copies it issued
+    __syncthreads();          // and every warp is done with the staged activations this tile overwrites
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
