@@ -33,7 +33,7 @@ LEVER = Lever(
         "XSHARED": [0, 2, 4, 5, 6, 7, 8],  # the CTA stages its K range's activations in shared memory (super-blocks; 5: 24 x 1 fills 132 SMs)
         "FIXUP": [0, 1],  # the split-K partial sums added by the last CTA of each tile, not a reduce launch
         "MINSUM": [0, 1],  # the weight mins as a rank-1 term on the pass's activation sums: one f16 op per weight pair
-        "ATOMIC": [0, 1],  # a split K's partial sums added into C by red.global.add (zeroed by the pass): no reduce launch
+        "ATOMIC": [0, 1, 2],  # a split K's partial sums added into C by red.global.add (zeroed by the pass; 2: by the first split)
         "NIBLOP": [0, 1],  # with MINSUM: each biased weight pair by one LOP3 (the pass permutes the activations to match)
         "CARVEOUT": [0, 1],  # the pass and reduce take the GEMM's shared-memory carveout (no SM reconfiguration between them)
         "WG": [0, 1],  # with XSHARED, MINSUM, MT 1: each k16 step one wgmma m64n16k16 per 4 warps (A from registers)

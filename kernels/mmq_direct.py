@@ -31,7 +31,9 @@ Parameters (compile time unless said):
               mma per super-block and 8 tokens. Needs the pass (not X16_INPUT) and |d sc| < 64
   ATOMIC      1: a split K's CTAs add their partial sums into C (16-byte red.global.add after a 4 x 4 shuffle
               transpose), C zeroed by the pass: no partial buffer, no reduce launch, the splits added in no fixed
-              order. Needs the pass (not X16_INPUT); not with FIXUP
+              order. Needs the pass (not X16_INPUT); not with FIXUP. 2: the same reds, with no pass needed: the first
+              split's CTA zeroes its tile of C as it starts and publishes the launch's epoch in the tile's flag; the
+              other splits' CTAs wait for that epoch (long published by then) before their reds
   SPLITK      launch time; 0: chosen to fill one wave
   NIBLOP      1 (with MINSUM): each biased weight pair made by one LOP3 on the 32-bit word (low nibbles
               1024 + q, high nibbles 64 + q, from bytes 0, 2 and, of word >> 8, 1, 3), not a mask and a PRMT per
@@ -132,9 +134,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"FIXUP={p['FIXUP']} is not 0 (the reduce kernel) or 1 (the last CTA of a tile)"
     if p["MINSUM"] not in (0, 1) or (p["MINSUM"] and p.get("X16_INPUT", 0)):
         return f"MINSUM={p['MINSUM']}: 0, or 1 with the f32 -> f16 pass (it writes the activation sums; not X16_INPUT)"
-    if p["ATOMIC"] not in (0, 1) or (p["ATOMIC"] and (p.get("X16_INPUT", 0) or p["FIXUP"])):
-        return (f"ATOMIC={p['ATOMIC']}: 0, or 1 with the f32 -> f16 pass (it zeroes C; not X16_INPUT) and without FIXUP "
-                "(two ways of adding the splits)")
+    if p["ATOMIC"] not in (0, 1, 2) or (p["ATOMIC"] == 1 and p.get("X16_INPUT", 0)) or (p["ATOMIC"] and p["FIXUP"]):
+        return (f"ATOMIC={p['ATOMIC']}: 0, 1 with the f32 -> f16 pass (it zeroes C; not X16_INPUT), or 2 (the first split "
+                "zeroes C); not with FIXUP (two ways of adding the splits)")
     if p["NIBLOP"] not in (0, 1) or (p["NIBLOP"] and not p["MINSUM"]):
         return f"NIBLOP={p['NIBLOP']}: 0, or 1 with MINSUM (its pairs are biased and the pass permutes the activations)"
     if p["WG"] not in (0, 1) or (p["WG"] and not (p["XSHARED"] and p["MINSUM"] and p["MT"] == 1 and p["WARPS"] % 4 == 0)):
@@ -142,9 +144,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                 "of 4 (whole warpgroups)")
     if p["CARVEOUT"] not in (0, 1):
         return f"CARVEOUT={p['CARVEOUT']} is not 0 (the driver's choice per kernel) or 1 (every kernel of the call: the most shared memory)"
-    if p["XFUSE"] not in (0, 1) or (p["XFUSE"] and (not p["XSHARED"] or p["ATOMIC"] or p["WG"] or p.get("X16_INPUT", 0))):
-        return (f"XFUSE={p['XFUSE']}: 0, or 1 with XSHARED (the CTA's converted rows), without ATOMIC (nothing zeroes C), WG "
-                "(its tiles' k order) and X16_INPUT (nothing to convert)")
+    if p["XFUSE"] not in (0, 1) or (p["XFUSE"] and (not p["XSHARED"] or p["ATOMIC"] == 1 or p["WG"] or p.get("X16_INPUT", 0))):
+        return (f"XFUSE={p['XFUSE']}: 0, or 1 with XSHARED (the CTA's converted rows), without ATOMIC 1 (no pass zeroes C), "
+                "WG (its tiles' k order) and X16_INPUT (nothing to convert)")
     if p["CLUSTER"] not in range(1, 9) or (p["CLUSTER"] > 1 and (not p["XSHARED"] or p["ATOMIC"] or p["FIXUP"])):
         return (f"CLUSTER={p['CLUSTER']}: 1, or 2..8 K splits in one thread-block cluster, with XSHARED (the partial tile "
                 "is summed over the staged rows) and without ATOMIC or FIXUP (other ways of adding the splits)")
@@ -175,13 +177,17 @@ class DirectBound(mmq_f16.F16Bound):
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.minsum = bool(variant.params.get("MINSUM", 0))
         self.fused = bool(variant.params.get("XFUSE", 0))  # no pass: the GEMM converts the f32 activations
-        self.own_pass = not self.fused and (self.minsum or bool(variant.params.get("ATOMIC", 0)))  # direct_pass's
+        self.own_pass = (not self.fused and not variant.params.get("X16_INPUT", 0)  # direct_pass, not the f16 path's
+                         and (self.minsum or bool(variant.params.get("ATOMIC", 0))))
         if self.minsum:
             check_minsum_scales(problem.w_packed)
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
-        self.atomic_split = bool(variant.params.get("ATOMIC", 0)) and self.splitk > 1  # the pass zeroes C
+        self.atomic_split = variant.params.get("ATOMIC", 0) == 1 and self.splitk > 1  # the pass zeroes C
+        # ATOMIC 2: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
+        self.flags = device.to_device(np.zeros(gx * gy, np.int32)) if variant.params.get("ATOMIC", 0) == 2 else None
+        self.epoch = 0
         # FIXUP: one arrival counter per (row tile, token tile), zero between launches (unused with one split)
         self.counters = device.to_device(np.zeros(gx * gy, np.int32)) if variant.params.get("FIXUP", 0) else None
         self.launch_as_dependents(handle, FAMILY, variant.params.get("PDL", 0))
@@ -220,12 +226,18 @@ class DirectBound(mmq_f16.F16Bound):
         return (self.scratch[0].ptr,) if self.minsum else super().activation_args()
 
     def extra_args(self) -> tuple:
-        return (self.scratch[1].ptr,) if self.minsum and not self.fused else ()
+        sums = (self.scratch[1].ptr,) if self.minsum and not self.fused else ()
+        return (*sums, self.flags.ptr, np.int32(self.epoch)) if self.flags is not None else sums
+
+    def run(self) -> None:
+        self.epoch = self.epoch % (2**31 - 1) + 1  # ATOMIC 2: this launch's epoch (never 0, the flags' start)
+        super().run()
 
     def release(self) -> None:
         super().release()
-        if self.counters is not None:
-            self.counters.release()
+        for buf in (self.counters, self.flags):
+            if buf is not None:
+                buf.release()
 
 
 class MMQDirectFamily(mmq_f16.MMQF16Family):
@@ -258,10 +270,11 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return invalid_reason(params, qtype, device_info)
 
     def f16_input(self, params: dict) -> dict:
-        """f16 activations have no pass to write MINSUM's sums, zero ATOMIC's output or permute NIBLOP's and WG's k order: they
-        run the kernel with the min in the dequant and the split-K reduce."""
+        """f16 activations have no pass to write MINSUM's sums, zero ATOMIC 1's output or permute NIBLOP's and WG's k order: they
+        run the kernel with the min in the dequant and the split-K reduce (or ATOMIC 2's reds, which need no pass)."""
         return {**super().f16_input(params),
-                **{key: 0 for key in ("MINSUM", "ATOMIC", "NIBLOP", "WG", "XFUSE") if params.get(key)}}
+                **{key: 0 for key in ("MINSUM", "NIBLOP", "WG", "XFUSE") if params.get(key)},
+                **({"ATOMIC": 0} if params.get("ATOMIC") == 1 else {})}
 
     def make_bound(self, device, variant, handle: dict, problem):
         if variant.params.get("MINSUM") or variant.params.get("ATOMIC"):

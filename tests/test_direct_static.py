@@ -573,3 +573,38 @@ def test_xfuse_converts_in_the_gemm_and_the_cluster_sums_the_splits_in_shared_me
     assert fused["LDGSTS"] < staged["LDGSTS"] and fused["LDG"] > staged["LDG"]
     assert clustered["UCGABAR_ARV"] == 2 and clustered["UCGABAR_WAIT"] == 2 and not clustered["REDG"]
     assert not fused["UCGABAR_ARV"]
+
+
+def test_atomic_2_zeroes_c_in_the_gemm_and_runs_with_no_pass():
+    """ATOMIC=2 on a RecordingDevice, 4096x14336 at T=20 (7 splits): with XFUSE one launch, no partial buffer, no reduce; the
+    GEMM's last two arguments a zeroed flag per (row tile, token tile) and the launch's epoch, 1, 2, 3 on successive runs.
+    After the pass (no XFUSE) the pass zeroes nothing (n_zero 0); on f16 rows (X16_INPUT) it still runs, with no pass. The SASS
+    has ATOMIC 1's reds and the release store and acquire load of the flag."""
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 4096, 14336, 20
+    rng = np.random.default_rng(14)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    params = {**PROBED, "ATOMIC": 2, "XFUSE": 1}
+    device, bound = recorded_bound(mmq_direct.FAMILY, params, problem, 110)
+    assert bound.partial is None and bound.splitk == 7 and bound.flags.array.shape == (32 * 2,)
+    assert not bound.flags.array.any()
+    for epoch in (1, 2, 3):
+        bound.run()
+        name, _, _, args, _ = device.launches[-1]
+        assert name == "gemm" and args[-2:] == (bound.flags.ptr, epoch) and args[1] == bound.x[bound.current].ptr
+    assert len(device.launches) == 3
+    device, bound = recorded_bound(mmq_direct.FAMILY, {**params, "XFUSE": 0}, problem, 110)
+    bound.run()
+    assert [n for n, *_ in device.launches] == ["direct_pass", "mmq_direct_gemm (dependent)"]
+    assert device.launches[0][3][-1] == 0  # the pass zeroes nothing
+    f16 = mmq_direct.FAMILY.f16_input({**PROBED, "ATOMIC": 2, "MINSUM": 0})
+    assert f16["ATOMIC"] == 2 and mmq_direct.invalid_reason(f16, "q4_K") is None
+    assert "ATOMIC" in mmq_direct.invalid_reason({**PROBED, "ATOMIC": 3}, "q4_K")
+    assert "ATOMIC" in mmq_direct.invalid_reason({**PROBED, "ATOMIC": 2, "FIXUP": 1}, "q4_K")
+
+    sass = nvcc.sass_functions(mmq_direct.FAMILY.compile_only(params, "q4_K").sass)[mmq_direct.FAMILY.kernel_name]
+    assert sass.count("REDG.E.ADD.F32x4") == 2 and "STG.E.STRONG.GPU" in sass and "LDG.E.STRONG.GPU" in sass

@@ -89,12 +89,19 @@ CONFIGS = [
      "CLUSTER": 8},
     {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "RING": 3, "XAHEAD": 0, "XSHARED": 3, "MT": 2, "XFUSE": 1},
     {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "CLUSTER": 7},
+    # ATOMIC 2 (the first split zeroes C's tile): one launch with XFUSE, after the pass, and on f16 rows
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "XFUSE": 1, "ATOMIC": 2},
+    {"WARPS": 8, "MIN_BLOCKS": 2, "PDL": 2, "RING": 2, "XAHEAD": 0, "XSHARED": 8, "MINSUM": 1, "NIBLOP": 1, "XFUSE": 1,
+     "ATOMIC": 2},
+    {"WARPS": 4, "MIN_BLOCKS": 4, "PDL": 1, "RING": 3, "XAHEAD": 2, "MT": 2, "SPLITK": 3, "ATOMIC": 2},
+    {"WARPS": 6, "MIN_BLOCKS": 2, "PDL": 0, "XAHEAD": 1, "SPLITK": 4, "ATOMIC": 2, "X16_INPUT": 1},
 ]
 MINSUM_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("MINSUM")]
 ATOMIC_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("ATOMIC")]
 NIBLOP_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("NIBLOP") and not c.get("WG")]
 WG_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("WG")]
-ONE_LAUNCH_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("XFUSE") or c.get("CLUSTER", 1) > 1]
+# (the splits summed in a fixed order: ATOMIC's reds are not)
+ONE_LAUNCH_CONFIGS = [i for i, c in enumerate(CONFIGS) if (c.get("XFUSE") or c.get("CLUSTER", 1) > 1) and not c.get("ATOMIC")]
 # odd M (rows past M), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks so split ranges hold odd counts (and one or none of the two-per-trip loop's halves)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33)]

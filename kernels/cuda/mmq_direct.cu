@@ -95,8 +95,8 @@
 #error "mmq_direct.cu: MINSUM is 0 or 1"
 #endif
 #ifndef ATOMIC  // 1: a split K's CTAs add their partial sums into C with red.global.add (C zeroed by the pass):
-#define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed
-#endif
+#define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed. 2: the same reds,
+#endif            // C's tile zeroed by its first split's CTA as it starts (no pass needed; see tile_zeroed)
 #ifndef NIBLOP  // 1: the biased pairs made by one LOP3 each (see the contract above; with MINSUM)
 #define NIBLOP 0
 #endif
@@ -115,8 +115,8 @@
 #ifndef XFUSE  // 1: no pass; each CTA converts its own K range's f32 activations (see the contract above)
 #define XFUSE 0
 #endif
-#if XFUSE && (XFUSE != 1 || !XSHARED || ATOMIC || WG)
-#error "mmq_direct.cu: XFUSE is 0, or 1 with XSHARED, without ATOMIC (nothing zeroes C) and WG (its tiles' k order)"
+#if XFUSE && (XFUSE != 1 || !XSHARED || ATOMIC == 1 || WG)
+#error "mmq_direct.cu: XFUSE is 0, or 1 with XSHARED, without ATOMIC 1 (no pass zeroes C) and WG (its tiles' k order)"
 #endif
 #ifndef CLUSTER  // > 1: the K splits of a row tile are one cluster of CLUSTER CTAs that sums them (see the contract above)
 #define CLUSTER 1
@@ -132,8 +132,8 @@
 #if PROBE < 0 || PROBE > 6 || (PROBE && RING == 0) || (PROBE >= 5 && WG)
 #error "mmq_direct.cu: PROBE is 0..6, with a RING (5 and 6 not with WG)"
 #endif
-#if ATOMIC && (FIXUP || (ATOMIC != 1))
-#error "mmq_direct.cu: ATOMIC is 0 or 1, and not with FIXUP (two ways of adding the splits)"
+#if ATOMIC && (FIXUP || ATOMIC > 2)
+#error "mmq_direct.cu: ATOMIC is 0, 1 or 2, and not with FIXUP (two ways of adding the splits)"
 #endif
 
 namespace direct {
@@ -642,6 +642,35 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 }
 #endif
 
+#if ATOMIC == 2
+// ATOMIC 2: the first split's CTA zeroes its tile of C [T][M] as it starts (kCtaRows rows x 16 tokens) and then publishes
+// this launch's `epoch` (the launcher's count of launches, never 0) in the tile's flag; the other splits' CTAs wait for
+// that epoch before their reds. By then it is long published (the zeroing is the first thing split 0 does), so the wait
+// is one load. Split 0's CTAs come first in the grid's order, so a waiting CTA never holds up the one it waits for
+// (CUTLASS's serial split-K makes the same assumption).
+__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
+    for (int e = threadIdx.x; e < 16 * kCtaRows; e += kThreads) {
+        const int tk = tok0 + e / kCtaRows, r = row0 + e % kCtaRows;
+        if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
+    }
+    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
+    if (threadIdx.x == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
+    }
+}
+
+__device__ __forceinline__ void tile_zeroed(const int* flag, int epoch) {
+    if (threadIdx.x == 0) {
+        int seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
+        } while (seen != epoch);
+    }
+    __syncthreads();  // (the acquire, then every thread's reds)
+}
+#endif
+
 #if CLUSTER > 1
 // CLUSTER: the cluster's CTAs (the K splits of one row tile) sum their accumulators in shared memory and store C.
 // `part` is [16 tokens][kPartStride] f32 (an m16n8 fragment: lane (g, t) holds rows g, g + 8 of tokens 2t, 2t + 1).
@@ -733,11 +762,18 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
 #if MINSUM && !XFUSE
                 , const uint2* __restrict__ S  // direct_pass's activation sums, [T][K / 64] pairs
 #endif
+#if ATOMIC == 2
+                , int* __restrict__ flags, int epoch  // a flag per (row tile, token tile); this launch's epoch
+#endif
 ) {
     using namespace direct;
     // the pass's f16 rows, or (XFUSE) the f32 activations themselves
     const __half* X = static_cast<const __half*>(Xin);
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
+#if ATOMIC == 2
+    int* const flag = flags + blockIdx.z * gridDim.x + blockIdx.x;
+    if (gridDim.y > 1 && blockIdx.y == 0) zero_tile(C, flag, epoch, blockIdx.x * kCtaRows, blockIdx.z * 16, M, T);
+#endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row0 = (blockIdx.x * WARPS + warp) * kWarpRows, row = row0 + g;  // the thread's rows: row + 8 i
     // (rows past M read the last row and store nothing)
@@ -893,6 +929,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
     }
 #if ATOMIC
     if (gridDim.y > 1) {
+#if ATOMIC == 2
+        if (blockIdx.y > 0) tile_zeroed(flag, epoch);
+#endif
         add_splits(acc, C, row0, blockIdx.z * 16 + 2 * t, g, M, T);
         return;
     }
