@@ -121,9 +121,9 @@ def test_other_spill_free_configurations_compile(params):
     ({"FIXUP": 2}, "q4_K", "FIXUP=2"),
     ({"MINSUM": 2}, "q4_K", "MINSUM=2"),
     ({"MINSUM": 1, "X16_INPUT": 1}, "q4_K", "not X16_INPUT"),  # f16 rows in: no pass writes the sums
-    ({"ATOMIC": 2}, "q4_K", "ATOMIC=2"),
+    ({"ATOMIC": 3}, "q4_K", "ATOMIC=3"),
     ({"ATOMIC": 1, "X16_INPUT": 1}, "q4_K", "not X16_INPUT"),  # no pass to zero C
-    ({"ATOMIC": 1, "FIXUP": 1, "RING": 2, "XAHEAD": 0}, "q4_K", "without FIXUP"),
+    ({"ATOMIC": 1, "FIXUP": 1, "RING": 2, "XAHEAD": 0}, "q4_K", "not with FIXUP"),
 ])
 def test_invalid_configurations_say_why(params, qtype, words):
     assert words in mmq_direct.invalid_reason(params, qtype)

@@ -181,38 +181,45 @@ __device__ __forceinline__ void store_subblock_sum(float s, __half* pair, bool w
 }
 
 #if XFUSE
-// A thread's share of one super-block's 16 x 256 f32 activations: float4 q = threadIdx.x + kThreads i (q < 1024) is
-// token row q / 64's k 4 (q % 64) .. + 3. 8 aligned lanes hold one 32-k sub-block (kThreads is a multiple of 32, so
-// the bound q < 1024 is warp-uniform).
-constexpr int kShare = (16 * 64 + kThreads - 1) / kThreads;
+// A thread's share of one super-block's 16 x 256 f32 activations: float4 f = tid % 64 (k 4f .. 4f + 3) of token rows
+// r0 + kRowStep i, r0 = tid / 64 (kThreads is a multiple of 64: WARPS is even). All of a warp's lanes share a row, so the
+// test of a row against the live ones is warp-uniform, and 8 aligned lanes hold one 32-k sub-block. Everything but the
+// super-block is fixed per thread: the loads and stores of a super-block are a base plus constants.
+constexpr int kRowStep = kThreads / 64, kShare = (16 + kRowStep - 1) / kRowStep;
+static_assert(kThreads % 64 == 0, "mmq_direct.cu: XFUSE needs an even WARPS");
 struct Share {
     float4 v[kShare];
 };
 
-// Super-block sb's share (token rows past T read the last one: staged, never stored)
-__device__ __forceinline__ void load_share(Share& x, const float* X, int tok0, int T, int K, int sb) {
+// Where the thread's share sits: src, its row r0's float4 in the range's first super-block (rows K floats apart).
+// last = rows - 1 - r0: a row past the tile's live ones loads the last live row instead, and stores nothing. Both
+// functions run unconditionally, with their stores predicated: a branch around the sums' shuffles would make the
+// compiler emit them twice (a converged and a divergent path).
+struct ShareAt {
+    const float* src;
+    int K, r0, f, last;
+};
+
+__device__ __forceinline__ void load_share(Share& x, const ShareAt& at, int sbl) {
 #pragma unroll
-    for (int i = 0; i < kShare; ++i) {
-        const int q = threadIdx.x + kThreads * i;
-        if (q >= 16 * 64) break;
-        const long long tok = min(tok0 + q / 64, T - 1);
-        x.v[i] = *reinterpret_cast<const float4*>(X + tok * K + sb * 256 + 4 * (q % 64));
-    }
+    for (int i = 0; i < kShare; ++i)
+        x.v[i] = *reinterpret_cast<const float4*>(at.src + static_cast<long long>(min(kRowStep * i, at.last)) * at.K +
+                                                  sbl * 256);
 }
 
-// The share as f16 into the staged rows (super-block sbl of the CTA's range) and, MINSUM, its sub-blocks' sums
-__device__ __forceinline__ void store_share(const Share& x, uint8_t* xs, __half* sums, int sbl) {
+// The share as f16 into the staged rows (super-block sbl of the CTA's range) and, MINSUM, its sub-blocks' sums; `store`
+// false: the same work, nothing stored (the range has no super-block sbl)
+__device__ __forceinline__ void store_share(const Share& x, const ShareAt& at, uint8_t* xs, __half* sums, int sbl,
+                                            bool store) {
+    uint8_t* dst = xs + at.r0 * kXStride + sbl * 512 + 8 * at.f;
+    __half* pair = sums + 4 * (at.r0 * kSumPairs + sbl * 4 + at.f / 16) + (at.f / 8) % 2;  // sub-block f / 8's
 #pragma unroll
     for (int i = 0; i < kShare; ++i) {
-        const int q = threadIdx.x + kThreads * i;
-        if (q >= 16 * 64) break;
-        const int r = q / 64, f = q % 64;
+        const bool live = store && kRowStep * i <= at.last;
         float sum;
-        *reinterpret_cast<uint2*>(xs + r * kXStride + sbl * 512 + 8 * f) = to_f16_words(x.v[i], sum);
-        if constexpr (MINSUM) {
-            const int j = f / 8;  // the sub-block: pair j / 2 of the super-block, half j % 2
-            store_subblock_sum(sum, sums + 4 * (r * kSumPairs + sbl * 4 + j / 2) + j % 2, (q & 7) == 0);
-        }
+        const uint2 words = to_f16_words(x.v[i], sum);
+        if (live) *reinterpret_cast<uint2*>(dst + i * kRowStep * kXStride) = words;
+        if constexpr (MINSUM) store_subblock_sum(sum, pair + i * kRowStep * 4 * kSumPairs, live && (at.f & 7) == 0);
     }
 }
 #endif
@@ -829,7 +836,10 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
         }
         if (threadIdx.x < XSHARED) mmq::mbar_init(&xready[threadIdx.x], kThreads);
         __syncthreads();  // initialized before any arrival
-        const float* Xf = static_cast<const float*>(Xin);
+        const int r0 = threadIdx.x / 64;
+        const ShareAt at{static_cast<const float*>(Xin) + static_cast<long long>(tok0 + r0) * K + sb_begin * 256 +
+                             4 * (threadIdx.x % 64),
+                         K, r0, static_cast<int>(threadIdx.x % 64), rows - 1 - r0};
         Share next;  // super-block s + 1's share, loaded while s - 1 is multiplied
 #endif
         RingCopies copies;
@@ -859,9 +869,9 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
 #if XFUSE  // after the first weights: the first super-block's activations converted here, the rest in the loop
         if (sb_begin < sb_end) {
             Share first;
-            load_share(first, Xf, tok0, T, K, sb_begin);
-            if (sb_begin + 1 < sb_end) load_share(next, Xf, tok0, T, K, sb_begin + 1);
-            store_share(first, xs, sums, 0);
+            load_share(first, at, 0);
+            load_share(next, at, min(1, sb_end - sb_begin - 1));
+            store_share(first, at, xs, sums, 0, true);
             mmq::mbar_arrive(&xready[0]);
         }
 #endif
@@ -879,11 +889,11 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
             fill = fill + 1 == RING ? 0 : fill + 1;
 #if XFUSE
             const int sbl = sb - sb_begin;
-            if (sb + 1 < sb_end) {  // the next super-block's share (loaded a super-block ago), and the one after's loads
-                store_share(next, xs, sums, sbl + 1);
-                mmq::mbar_arrive(&xready[sbl + 1]);
-                if (sb + 2 < sb_end) load_share(next, Xf, tok0, T, K, sb + 2);
-            }
+            // the next super-block's share (loaded a super-block ago), and the one after's loads (past the range: the last
+            // super-block's again, nothing stored)
+            store_share(next, at, xs, sums, sbl + 1, sb + 1 < sb_end);
+            if (sb + 1 < sb_end) mmq::mbar_arrive(&xready[sbl + 1]);
+            load_share(next, at, min(sbl + 2, sb_end - sb_begin - 1));
             mmq::cp_async_wait<RING - 1>();  // this super-block's weights have landed
             __syncwarp();                    // (every lane's copies)
             mmq::mbar_wait(&xready[sbl], 0);  // and every warp's share of its activations
