@@ -8,6 +8,8 @@
 #                    dram__bytes_read.sum (NCU_METRICS: another comma-separated list); NCU_KERNEL picks the
 #                    kernel (default regex:_gemm$; mmq_moe_grouped for the MoE GEMM)
 #   clusters:        scripts/cluster_occupancy.py (how many thread-block clusters fit at once)
+#   floor ARGS...:   scripts/launch_floor.py (the least a call between CUDA events costs: an empty launch, a wave,
+#                    one DRAM round trip, a pure read of the weights)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
@@ -27,7 +29,7 @@ status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
     args=()
-    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ] && [ "$1" != "clusters" ]; do
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ] && [ "$1" != "clusters" ] && [ "$1" != "floor" ]; do
         args+=("$1"); shift
     done
     case $step in
@@ -50,6 +52,8 @@ while [ $# -gt 0 ]; do
                ncu -i "$OUT/ncu-$n.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$n-sass.csv" 2>&1
                grep -A12 "Warp State Statistics" "$OUT/ncu-$n.txt" | head -40 ;;
         clusters) run python3 scripts/cluster_occupancy.py "${args[@]}" 2>&1 | tee -a "$OUT/clusters.log" ;;
+        floor) run python3 scripts/launch_floor.py "${args[@]}" 2>&1 | tee -a "$OUT/floor.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         study) run python3 -m campaign.cli run "${args[@]}" 2>&1 | tee -a "$OUT/study.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;

@@ -157,6 +157,8 @@ def test_measure_ceilings_small(gpu_device):
     ["-m", "campaign.bench", "--types", "q4_K", "--Ts", "16"],
     ["scripts/profile_kernel.py"],
     ["scripts/cluster_occupancy.py"],
+    ["scripts/cluster_occupancy.py", "--family", "direct"],
+    ["scripts/launch_floor.py"],
     ["scripts/sweep_mmq.py", "--types", "q4_K"],
     ["scripts/moe_baseline_bench.py"],
 ])
