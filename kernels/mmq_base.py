@@ -228,7 +228,7 @@ class MMQBound:
         self.smem = handle["smem"]
         self.splitk = self.choose_split(p, variant.resources.get("registers", 128), handle["threads"])
         self.row_bytes = problem.w_packed.shape[1]
-        w = np.concatenate([problem.w_packed.reshape(-1), np.zeros(WEIGHT_PAD, np.uint8)])
+        w = np.concatenate([self.host_weights(problem.w_packed).reshape(-1), np.zeros(WEIGHT_PAD, np.uint8)])
         n = rotation_copies(device.info.get("l2_bytes"), w.nbytes + problem.x.nbytes)
         self.w = [device.to_device(w) for _ in range(n)]
         self.x = [device.to_device(self.host_activation(problem.x)) for _ in range(n)]
@@ -260,6 +260,10 @@ class MMQBound:
     def extra_args(self) -> tuple:
         """More trailing GEMM arguments that leave the split-K reduce as it is (after split_sum_args')."""
         return ()
+
+    def host_weights(self, w_packed: np.ndarray) -> np.ndarray:
+        """The packed weights as the GEMM reads them (a family with a layout of its own reorders them once, here)."""
+        return w_packed
 
     # ---- activation format: Q8_1 (q, d, s) from the standalone quantize kernel ----
     def host_activation(self, x: np.ndarray) -> np.ndarray:

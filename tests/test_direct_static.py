@@ -608,3 +608,42 @@ def test_atomic_2_zeroes_c_in_the_gemm_and_runs_with_no_pass():
 
     sass = nvcc.sass_functions(mmq_direct.FAMILY.compile_only(params, "q4_K").sass)[mmq_direct.FAMILY.kernel_name]
     assert sass.count("REDG.E.ADD.F32x4") == 2 and "STG.E.STRONG.GPU" in sass and "LDG.E.STRONG.GPU" in sass
+
+
+def test_wtile_uploads_the_weights_in_warp_tiles_and_streams_each_slot_as_one_range():
+    """WTILE=1: tile_weights puts each (tile of 16 MT rows, super-block) as 16 MT x 144 contiguous bytes, the tile's super-blocks
+    in order, the last tile padded with zero rows (M = 37: 3 tiles of 16, 2 of 32); the bound uploads that layout (on a
+    RecordingDevice) and its kernel's loop holds no more instructions than the row-major one's, with no local memory."""
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 37, 768, 16
+    rng = np.random.default_rng(15)
+    w = quant.get("q4_K").random_packed(M, K, rng)
+    for rows in (16, 32):
+        tiled = mmq_direct.tile_weights(w, rows)
+        tiles = -(-M // rows)
+        assert tiled.shape == (tiles, K // 256, rows, 144)
+        for t in range(tiles):
+            for sb in range(K // 256):
+                for r in range(rows):
+                    want = w[t * rows + r, 144 * sb:144 * (sb + 1)] if t * rows + r < M else np.zeros(144, np.uint8)
+                    np.testing.assert_array_equal(tiled[t, sb, r], want)
+    problem = Problem(Workload("q4_K", M, K, T), w, rng.standard_normal((T, K)).astype(np.float32))
+    params = {**PROBED, "WTILE": 1}
+    _, bound = recorded_bound(mmq_direct.FAMILY, params, problem, 84)
+    want = mmq_direct.tile_weights(w, 16).reshape(-1)
+    np.testing.assert_array_equal(bound.w[0].array[:want.size], want)
+    assert "WTILE" in mmq_direct.invalid_reason({**PROBED, "WTILE": 1, "L2PF": 2}, "q4_K")
+    assert "WTILE" in mmq_direct.invalid_reason({"RING": 0, "WTILE": 1}, "q4_K")
+
+    def loop(wtile):
+        built = mmq_direct.FAMILY.compile_only({**PROBED, "WTILE": wtile}, "q4_K")
+        summary = built.summary([mmq_direct.FAMILY.kernel_name])
+        assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0, summary
+        before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+        return before + after
+
+    plain, tiled_loop = loop(0), loop(1)
+    assert tiled_loop["HMMA"] == plain["HMMA"] and sum(tiled_loop.values()) <= sum(plain.values())  # (6 fewer: no row strides)

@@ -124,6 +124,12 @@
 #if CLUSTER < 1 || CLUSTER > 8 || (CLUSTER > 1 && (ATOMIC || FIXUP || !XSHARED))
 #error "mmq_direct.cu: CLUSTER is 1..8; above 1 with XSHARED (its tile is summed there), without ATOMIC and FIXUP"
 #endif
+#ifndef WTILE  // 1: the weights in warp tiles (kernels/mmq_direct.py tile_weights): each ring slot, a super-block of a warp's
+#define WTILE 0  // 16 MT rows, is 16 MT x 144 contiguous bytes, the tile's super-blocks one after another
+#endif
+#if WTILE && (WTILE != 1 || RING == 0 || L2PF == 2)
+#error "mmq_direct.cu: WTILE is 0, or 1 with a RING and without L2PF 2 (its per-row prefetch)"
+#endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
 #endif           // activations loaded before the loop (no activation loads in it); 4: no mma (its operands folded by LOP3)
@@ -843,7 +849,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
         Share next;  // super-block s + 1's share, loaded while s - 1 is multiplied
 #endif
         RingCopies copies;
-        const uint8_t* base = W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;  // warp-uniform
+        // warp-uniform; WTILE: the warp's tile row0 / kWarpRows of nsb slots
+        // (a warp past M reads the last tile and stores nothing)
+        const long long tile = min(row0 / kWarpRows, (M - 1) / kWarpRows);
+        const uint8_t* base = WTILE ? W + (tile * nsb + sb_begin) * kSlotBytes
+                                    : W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;
+        constexpr int kNextBlock = WTILE ? kSlotBytes : kBlockBytes;  // the next super-block's offset
         if constexpr (L2PF == 2) {  // rows are 16-byte multiples (144-byte super-blocks), so each range is bulk-aligned
             if (lane < kWarpRows && row0 + lane < M)
                 asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + lane * row_bytes),
@@ -852,12 +863,12 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
 #pragma unroll
         for (int i = 0; i < kCopies; ++i) {
             const int p = min(lane + 32 * i, kPieces - 1), r = p / 9;
-            copies.src[i] = static_cast<int>((min(row0 + r, M - 1) - row0) * row_bytes) + 16 * (p % 9);
+            copies.src[i] = WTILE ? 16 * p : static_cast<int>((min(row0 + r, M - 1) - row0) * row_bytes) + 16 * (p % 9);
         }
 #pragma unroll
         for (int s = 0; s < RING - 1; ++s) {
             issue_slot(copies, base, ring + s * kSlotBytes, lane, sb_begin + s < sb_end);
-            base += kBlockBytes;
+            base += kNextBlock;
             if (XSHARED && s == 0) {  // after the first weights: the first super-block's activations, then the rest's
 #if !XFUSE
                 if constexpr (PDL >= 1) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's f16 is written
@@ -885,7 +896,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
         for (int sb = sb_begin; sb < (PROBE == 5 ? sb_begin : sb_end); ++sb) {
             __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
             issue_slot(copies, base, ring + fill * kSlotBytes, lane, PROBE != 1 && sb + RING - 1 < sb_end);
-            base += kBlockBytes;
+            base += kNextBlock;
             fill = fill + 1 == RING ? 0 : fill + 1;
 #if XFUSE
             const int sbl = sb - sb_begin;
