@@ -508,7 +508,8 @@ def torch_device(device: CudaDevice):
 
 # ---------------------------------------------------------------- measured ceilings
 
-def _median_seconds(device: CudaDevice, fn, reps: int, warmup: int = 3) -> float:
+def median_seconds(device: CudaDevice, fn, reps: int, warmup: int = 3) -> float:
+    """The median of `reps` single-call timings (time_once) after `warmup` untimed calls."""
     for _ in range(warmup):
         fn()
     device.synchronize()
@@ -525,7 +526,7 @@ def measure_ceilings(device: CudaDevice, reps: int = 20, copy_bytes: int = 1 << 
     out: dict = {}
     src, dst = device.empty(copy_bytes, np.uint8), device.empty(copy_bytes, np.uint8)
     try:
-        t = _median_seconds(device, lambda: device.drv.memcpy_dtod(dst.ptr, src.ptr, copy_bytes), reps)
+        t = median_seconds(device, lambda: device.drv.memcpy_dtod(dst.ptr, src.ptr, copy_bytes), reps)
         out["bandwidth_gbps"] = 2 * copy_bytes / t / 1e9
         out["bandwidth_method"] = (f"cuMemcpyDtoD of {copy_bytes >> 20} MiB, (read + written bytes) / time, "
                                    f"CUDA events, median of {reps}")
@@ -543,13 +544,13 @@ def measure_ceilings(device: CudaDevice, reps: int = 20, copy_bytes: int = 1 << 
         a = torch.randn(n, n, device=tdev, dtype=dtype, generator=gen)
         b = torch.randn(n, n, device=tdev, dtype=dtype, generator=gen)
         c = torch.empty(n, n, device=tdev, dtype=dtype)
-        t = _median_seconds(device, lambda: torch.mm(a, b, out=c), reps)
+        t = median_seconds(device, lambda: torch.mm(a, b, out=c), reps)
         out[f"{key}_tflops"] = flops / t / 1e12
         out[f"{key}_method"] = f"torch.mm {n}^3 {key} random normal, CUDA events, median of {reps}"
         del a, b, c
     a = torch.randint(-128, 128, (n, n), device=tdev, dtype=torch.int8, generator=gen)
     b = torch.randint(-128, 128, (n, n), device=tdev, dtype=torch.int8, generator=gen).t()  # column-major B
-    t = _median_seconds(device, lambda: torch._int_mm(a, b), reps)
+    t = median_seconds(device, lambda: torch._int_mm(a, b), reps)
     out["int8_tops"] = flops / t / 1e12
     out["int8_method"] = (f"torch._int_mm {n}^3 int8 random, B column-major (cuBLASLt), CUDA events, "
                           f"median of {reps}; a floor for int8 tensor-core peak")

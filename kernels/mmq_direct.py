@@ -53,10 +53,10 @@ Parameters (compile time unless said):
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
               4: no mma (its operands folded into the accumulators by LOP3); 5: no loop at all (the prologue's
               copies, the pass and the epilogue: the launch's fixed cost); 6: the loop streams the weights only
-  XFUSE       1 (with XSHARED; not ATOMIC or WG): one launch, no pass. The GEMM reads the f32 activations and each CTA
+  XFUSE       1 (with XSHARED; not ATOMIC 1 or WG): one launch, no pass. The GEMM reads the f32 activations and each CTA
               writes its K range's f16 rows (and MINSUM's per-32 sums) into its shared memory itself, the pass's
               rounding and sums: each warp converts its share of the next super-block while it multiplies this one
-              (one mbarrier per super-block). The splits are then summed by FIXUP, CLUSTER or the reduce kernel
+              (one mbarrier per super-block). The splits are then summed by ATOMIC 2, FIXUP, CLUSTER or the reduce kernel
   CLUSTER     n > 1 (with XSHARED; not ATOMIC or FIXUP): K is split n ways and the n CTAs of a row tile are one
               thread-block cluster that sums their partial tiles in shared memory (each rank a share of the
               elements, over the ranks in order) and stores C: no zeroed C, no reds, no reduce launch. The K

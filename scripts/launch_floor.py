@@ -64,13 +64,6 @@ WAVE_CTAS, WAVE_THREADS, WAVE_SMEM = 224, 256, 103424  # the T=16 champion's gri
 WEIGHT_BYTES = 4096 * 14336 // 256 * 144  # q4_K 4096 x 14336: 144 bytes per 256 weights
 
 
-def median_us(device, fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    device.synchronize()
-    return float(np.median([device.time_once(fn, 1) for _ in range(reps)])) * 1e6
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bytes", type=int, default=WEIGHT_BYTES, help="bytes the stream case reads (a multiple of 16)")
@@ -78,8 +71,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.bytes <= 0 or args.bytes % 16:
         raise SystemExit(f"error: --bytes={args.bytes} is not a positive multiple of 16")
+    from kernels.cuda_runtime import median_seconds
     from kernels.device import open_device
     from kernels.family import rotation_copies
+
+    def median_us(fn) -> float:
+        return median_seconds(device, fn, args.reps) * 1e6
 
     device = open_device("cuda")
     module = device.compile_and_load(SOURCE)
@@ -97,19 +94,18 @@ def main() -> int:
     def report(case: str, us: float, **extra) -> None:
         print(json.dumps({"device": device.info["name"], "case": case, "median_us": round(us, 3), **extra}), flush=True)
 
-    report("empty", median_us(device, lambda: empty.launch((1, 1, 1), (1, 1, 1), ()), args.reps))
-    report("wave", median_us(device, lambda: empty.launch((WAVE_CTAS, 1, 1), (WAVE_THREADS, 1, 1), (), WAVE_SMEM),
-                             args.reps), ctas=WAVE_CTAS, smem=WAVE_SMEM)
-    report("round_trip", median_us(device, lambda: trip.launch((WAVE_CTAS, 1, 1), (WAVE_THREADS, 1, 1),
-                                                               (next_copy().ptr, out.ptr), WAVE_SMEM), args.reps),
+    report("empty", median_us(lambda: empty.launch((1, 1, 1), (1, 1, 1), ())))
+    report("wave", median_us(lambda: empty.launch((WAVE_CTAS, 1, 1), (WAVE_THREADS, 1, 1), (), WAVE_SMEM)),
+           ctas=WAVE_CTAS, smem=WAVE_SMEM)
+    report("round_trip", median_us(lambda: trip.launch((WAVE_CTAS, 1, 1), (WAVE_THREADS, 1, 1),
+                                                       (next_copy().ptr, out.ptr), WAVE_SMEM)),
            ctas=WAVE_CTAS, smem=WAVE_SMEM)
     n16, sms = args.bytes // 16, device.info["sm_count"]
     best = None
     for ctas_per_sm, threads in [(1, 1024), (2, 512), (4, 512), (8, 256)]:
         grid = sms * ctas_per_sm
-        us = median_us(device, lambda: stream.launch((grid, 1, 1), (threads, 1, 1),
-                                                     (next_copy().ptr, np.int64(n16), np.uint32(0x9E3779B9), out.ptr)),
-                       args.reps)
+        us = median_us(lambda: stream.launch((grid, 1, 1), (threads, 1, 1),
+                                             (next_copy().ptr, np.int64(n16), np.uint32(0x9E3779B9), out.ptr)))
         report("stream", us, bytes=args.bytes, grid=grid, threads=threads, tb_per_s=round(args.bytes / us / 1e6, 3))
         best = us if best is None else min(best, us)
     report("stream_best", best, bytes=args.bytes, tb_per_s=round(args.bytes / best / 1e6, 3))
