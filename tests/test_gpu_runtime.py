@@ -153,6 +153,29 @@ def test_measure_ceilings_small(gpu_device):
         assert c["bf16_tflops"] > 0 and c["int8_tops"] > 0 and "median of 3" in c["int8_method"]
 
 
+@pytest.mark.gpu
+def test_launch_floor_reports_each_case_with_the_read_near_the_measured_bandwidth(gpu_device):
+    """scripts/launch_floor.py on 64 MiB, 5 reps: one JSON line per case on this device; the empty call under 50 us, the
+    one-round-trip wave no faster than the empty call by more than noise, and the pure read above a fifth of the copy rate
+    measure_ceilings measures and below the HBM's peak (faster would mean the rotated copies were read from L2)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "scripts/launch_floor.py", "--bytes", str(64 << 20), "--reps", "5"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["case"]: r for r in map(json.loads, proc.stdout.strip().splitlines()) if r["case"] != "stream"}
+    assert set(rows) == {"empty", "wave", "round_trip", "stream_best"}
+    assert {r["device"] for r in rows.values()} == {gpu_device.info["name"]}
+    assert 0 < rows["empty"]["median_us"] < 50 and rows["round_trip"]["median_us"] > 0.8 * rows["empty"]["median_us"]
+    copy_tb_s = cuda_runtime.measure_ceilings(gpu_device, reps=3, copy_bytes=256 << 20, n=256)["bandwidth_gbps"] / 1e3
+    peak_tb_s = gpu_device.info["hbm_peak_bytes_s"] / 1e12  # the HBM's own rate: above it, L2 was read, not DRAM
+    assert 0.2 * copy_tb_s < rows["stream_best"]["tb_per_s"] < peak_tb_s, (rows["stream_best"], copy_tb_s, peak_tb_s)
+
+
 @pytest.mark.parametrize("command", [
     ["-m", "campaign.bench", "--types", "q4_K", "--Ts", "16"],
     ["scripts/profile_kernel.py"],
