@@ -596,12 +596,11 @@ __device__ __forceinline__ void sum_splits(const float* partial, float* C, int* 
     __syncthreads();
     if (!last) return;
     __threadfence();  // and the other CTAs' before this one reads them
-    constexpr int kRows = WARPS * kWarpRows;
-    const int row0 = blockIdx.x * kRows, tok0 = blockIdx.z * 16, splits = gridDim.y;
+    const int row0 = blockIdx.x * kCtaRows, tok0 = blockIdx.z * 16, splits = gridDim.y;
     const long long slice = static_cast<long long>(T) * M;
 #pragma unroll
-    for (int i = 0; i < kRows * 16 / kThreads; ++i) {  // 8 MT elements per thread
-        const int e = threadIdx.x + i * kThreads, r = row0 + e % kRows, tk = tok0 + e / kRows;
+    for (int i = 0; i < kCtaRows * 16 / kThreads; ++i) {  // 8 MT elements per thread
+        const int e = threadIdx.x + i * kThreads, r = row0 + e % kCtaRows, tk = tok0 + e / kCtaRows;
         if (r >= M || tk >= T) continue;
         const float* p = partial + static_cast<long long>(tk) * M + r;
         float v[16];  // every split's value requested before the first is added (splits <= 16)
@@ -738,15 +737,14 @@ extern "C" __global__ void direct_pass(const float4* __restrict__ x, uint2* __re
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         float sum;
         const uint2 h = direct::to_f16_words(x[i], sum);
-        const uint32_t w0 = h.x, w1 = h.y;
 #if WG
         // the 4 are k 32 h + 8 t + 4 o + 0..3 of a 64-k chunk (group q = i % 16 = 8 h + 2 t + o); they go to k16 block
-        // s = 2 h + o, at the mma's k 2t (w0) and 2t + 8 (w1): halves 16 s + 2 t and + 8 of the chunk
+        // s = 2 h + o, at the mma's k 2t (h.x) and 2t + 8 (h.y): halves 16 s + 2 t and + 8 of the chunk
         const long long q = i & 15, pos = 16 * (2 * (q >> 3) + (q & 1)) + 2 * ((q >> 1) & 3);
         uint32_t* chunk = reinterpret_cast<uint32_t*>(y + (i - q));
-        chunk[pos / 2] = w0, chunk[pos / 2 + 4] = w1;
+        chunk[pos / 2] = h.x, chunk[pos / 2 + 4] = h.y;
 #else
-        y[i] = make_uint2(w0, w1);
+        y[i] = h;
 #endif
 #if MINSUM
         const long long j = i >> 3;  // the sub-block
