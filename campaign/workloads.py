@@ -155,7 +155,7 @@ def roofline_tflops(w: Workload, peak_tflops: float, bandwidth_gbps: float) -> f
 
 
 # Which measured peak bounds a family, by its arithmetic (its parity mode).
-PEAK_BY_MODE = {"int": "int8_tops", "bf16": "bf16_tflops", "f16": "f16_tflops"}
+PEAK_BY_MODE = {"int": "int8_tops", "int_k": "int8_tops", "bf16": "bf16_tflops", "f16": "f16_tflops"}
 
 
 def device_ceiling(w: Workload, ceilings: dict, mode: str) -> float | None:

@@ -5,6 +5,8 @@ family.parity == "int" (the integer contract, Q8_1 activations):
   tight  max|out - gemm_int| / max|gemm_int| <= tight_tol, on the same Q8_1 activations;
   loose  |out - gemm_float64| <= sum_k |w| * d_x / 2 elementwise (the activation rounding
          error: |x - d*q| <= d/2 per element, and the integer contract equals w . (d*q)).
+family.parity == "int_k": the same two checks on activations with one scale per 256 values
+  (quant.quantize_q8_k: the direct_q8 kernel's format), their d repeated per 32-block.
 family.parity == "bf16" / "f16" (dequantized weights, rounded activations, f32 accumulate):
   |out - gemm_float64| <= (2u + K * 2**-24) * (|W| @ |x|^T) elementwise, u the unit roundoff
   of the format (bf16 2**-8, f16 2**-11): one rounding of w and of x, plus worst-case f32 sums.
@@ -26,6 +28,8 @@ UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}
 F32_ROUNDOFF = 2.0**-24
 BOUND_SLACK = 1.0 + 1e-5  # the float32 x/d division and output rounding, beyond the d/2 bound
 Q8_1_BLOCK = 32
+# the integer contracts: parity mode -> the activation quantizer whose bytes the kernel reads
+ACTIVATION_QUANTIZERS = {"int": quant.quantize_q8_1, "int_k": quant.quantize_q8_k}
 
 
 def _error_bound(problem: Problem, mode: str, xq: quant.Q8_1Act | None) -> np.ndarray:
@@ -34,7 +38,7 @@ def _error_bound(problem: Problem, mode: str, xq: quant.Q8_1Act | None) -> np.nd
     qt = quant.get(w.qtype)
     packed = problem.w_packed if w.is_moe else problem.w_packed[None]
     w_abs = np.abs(np.stack([qt.dequantize(p) for p in packed]).astype(np.float64))  # [E, M, K]
-    if mode == "int":
+    if mode in ACTIVATION_QUANTIZERS:
         per_element = np.repeat(xq.d.astype(np.float64) / 2, Q8_1_BLOCK, axis=1)  # |x - d*q| <= d/2
     else:
         per_element = (2 * UNIT_ROUNDOFF[mode] + w.K * F32_ROUNDOFF) * np.abs(problem.x.astype(np.float64))
@@ -45,9 +49,9 @@ def _error_bound(problem: Problem, mode: str, xq: quant.Q8_1Act | None) -> np.nd
 
 
 def references(problem: Problem, mode: str) -> dict[str, np.ndarray]:
-    """Arrays shaped like the output: 'float64', 'bound', and for mode 'int' also 'int'."""
+    """Arrays shaped like the output: 'float64', 'bound', and for the integer modes ('int', 'int_k') also 'int'."""
     w = problem.workload
-    xq = quant.quantize_q8_1(problem.x) if mode == "int" else None
+    xq = ACTIVATION_QUANTIZERS[mode](problem.x) if mode in ACTIVATION_QUANTIZERS else None
     if w.is_moe:
         refs = {"float64": moe_reference.moe_gemm_float64(problem.w_packed, w.qtype, problem.x, problem.ids)}
         if xq is not None:

@@ -26,6 +26,7 @@ import numpy as np
 from .common import F32, check_finite
 
 BLOCK = 32
+SUPER_BLOCK = 256  # quantize_q8_k's block: one scale per 256 values
 
 
 @dataclass(frozen=True)
@@ -74,15 +75,33 @@ def activations_as_float32(x: object, who: str) -> np.ndarray:
 
 def quantize_q8_1(x: np.ndarray) -> Q8_1Act:
     """float32 or bf16 [T, K] -> Q8_1Act (see the module docstring for the exact ops)."""
-    xf = activations_as_float32(x, "q8_1 quantize")
+    return quantize_q8_1_blocks(activations_as_float32(x, "q8_1 quantize"), BLOCK)
+
+
+def quantize_q8_1_blocks(xf: np.ndarray, block: int) -> Q8_1Act:
+    """Q8_1's arithmetic over blocks of `block` values of a checked float32 [T, K] (K a multiple of block): d and s per
+    block."""
     t, k = xf.shape
-    blocks = xf.reshape(t, k // BLOCK, BLOCK)
+    blocks = xf.reshape(t, k // block, block)
     d = np.abs(blocks).max(axis=2) / F32(127)
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.rint(blocks / d[..., None])
     q = np.where(d[..., None] == 0, F32(0), np.clip(q, -127, 127)).astype(np.int8)
     s = q.sum(axis=2, dtype=np.int32)
     return Q8_1Act(q=q.reshape(t, k), d=d.astype(F32), s=s)
+
+
+def quantize_q8_k(x: np.ndarray) -> Q8_1Act:
+    """float32 or bf16 [T, K] -> Q8_1Act with one scale per 256 values (llama.cpp's Q8_K granularity): each 256-block
+    quantized by quantize_q8_1's arithmetic (amax / 127, rint(x / d)), its d repeated over its eight 32-blocks, s the
+    32-blocks' sums. So every integer-contract reference reads it as it reads Q8_1 (the direct_q8 kernel's format)."""
+    xf = activations_as_float32(x, "q8_k quantize")
+    t, k = xf.shape
+    if k % SUPER_BLOCK:
+        raise ValueError(f"q8_k quantize: row length K={k} is not a multiple of the block size {SUPER_BLOCK}")
+    wide = quantize_q8_1_blocks(xf, SUPER_BLOCK)
+    q = wide.q.reshape(t, k // BLOCK, BLOCK)
+    return Q8_1Act(q=wide.q, d=np.repeat(wide.d, SUPER_BLOCK // BLOCK, axis=1), s=q.sum(axis=2, dtype=np.int32))
 
 
 def dequantize_q8_1(xq: Q8_1Act) -> np.ndarray:

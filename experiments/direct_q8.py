@@ -1,0 +1,32 @@
+"""Lever `direct_q8`: the `direct` lever's few-token q4_K GEMM on int8 tensor cores (kernels/cuda/mmq_direct_q8.cu).
+The f16 direct kernel spends ~340 instructions per super-block and warp (perf log runs 69-81), in a loop that issues
+about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step an HMMA. With int8 activations and
+one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
+IMMA, the sub-block scales exact integer IMADs, and the f32 work once per super-block; the staged activations take
+half the shared memory, so 2 CTAs per SM keep a deeper ring. Searched: warps per CTA, CTAs per SM, ring depth,
+staged super-blocks (which set the K split), and whether the GEMM is a dependent launch of its pass. Its incumbent
+is the `direct` champion of the regime."""
+from experiments.base import Lever
+from kernels import mmq_direct_q8
+
+LEVER = Lever(
+    name="direct_q8",
+    family="mmq_direct_q8",
+    backend="cuda",
+    space={
+        "WARPS": [4, 8, 16],
+        "MIN_BLOCKS": [1, 2, 3, 4],
+        "RING": [2, 3, 4, 5, 6],  # super-blocks per warp's ring: RING - 1 in flight
+        "XSHARED": [4, 6, 7, 8],  # staged super-blocks (K splits at least super-blocks / XSHARED ways)
+        "PDL": [0, 1],
+    },
+    fixed={"SPLITK": 0},
+    defaults=dict(mmq_direct_q8.DEFAULTS),
+    suite="dense_tiny",
+    types=mmq_direct_q8.QTYPES,
+    incumbent="direct",
+    valid=lambda params, info: mmq_direct_q8.invalid_reason(params, "q4_K", info),
+    margin=0.02,
+    sass_claims=("IMMA", "HMMA"),
+    description="q4_K weights straight into int8 mma.sync fragments, activations int8 with one scale per 256 (few tokens)",
+)

@@ -1,0 +1,275 @@
+// Few-token q4_K GEMM on int8 tensor cores, weights loaded straight into `mma.sync m16n8k32` fragments (lever
+// `direct_q8`). The `direct` kernel's structure (each warp streams its 16-row weight tile through a cp.async ring of
+// its own; the CTA stages its K range's activations in shared memory once; a split K's CTAs add into C with reds)
+// with the activations as int8 and one scale per 256 (llama.cpp's Q8_K granularity) instead of f16:
+//   - a weight word becomes A by one LOP3 (q of the low nibbles, 16 q of the high ones, read as u8), not a LOP3 and an
+//     HFMA2 per pair; a k32 step is one IMMA where the f16 path needs two HMMA;
+//   - the 8 sub-blocks' scales are integer: sum_j sc_j I_j is IMADs on exact int32, and the f32 work is once per
+//     super-block, not per sub-block as Q8_1's per-32 activation scales would need;
+//   - the staged activations are half the f16 bytes (shared memory for a deeper ring, half the L2 -> SM traffic).
+//
+// Math contract (kernels.quant.quantize_q8_k, the "int_k" parity mode): per token and super-block s of 256,
+// d8 = amax / 127, q8 = clamp(rint(x / d8), -127, 127) (q8_1.cuh's arithmetic); per 32-block j, bsum_j = sum q8.
+// For weight row r: y += d8 (d/16 float(16 sum_j sc_j I_j) - dmin sum_j m_j bsum_j), I_j = sum_k q_k q8_k (exact int32;
+// the high nibbles' A is 16 q, so their I is 16 I_j and is added to 16 times the low nibbles'). sum_j m_j bsum_j is exact:
+// one f16 m16n8k16 of f16(m_j) (exact) by bsum_j = hi_j + lo_j (hi = f16(bsum), lo = bsum - hi, both exact).
+//
+// Layouts (kernels/mmq_direct_q8.py writes the weights, direct_q8_pass the activations):
+//   weights  [M / 16 tiles][K / 256][16 rows][144]: a tile's super-block is one contiguous 2304-byte ring slot. Each
+//            row is the q4_K block with its 128 qs bytes permuted so that lane t of a quad reads its 32 bytes at
+//            16 + 32 t: for chunk c, bytes 8c .. 8c + 3 are qs[32c + 4t ..] and 8c + 4 .. are qs[32c + 16 + 4t ..],
+//            the A fragment's k 4t .. 4t + 3 and 16 + 4t .. of sub-block 2c (low nibbles) and 2c + 1 (high)
+//   q8       [T][K] int8, each 64-k chunk as 16 words transposed 4 x 4 (word 4t + p holds old word 4p + t): lane t
+//            reads 16 bytes at 16 t, the B fragments (k 4t .., 16 + 4t ..) of both sub-blocks of the chunk
+//   d8       [T / 16 tiles][K / 256][16] f32: a token tile's scales of one super-block together
+//   sums     [T][K / 256][4 t][hi_2t, hi_2t+1, lo_2t, lo_2t+1] f16: lane t's B fragment of the min mma
+#include "helper_kernels.cuh"
+#include "q8_1.cuh"
+
+#if QTYPE != 0
+#error "mmq_direct_q8.cu: q4_K only (QTYPE 0)"
+#endif
+#ifndef WARPS  // warps per CTA, 16 weight rows each
+#define WARPS 8
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2
+#endif
+#ifndef RING  // super-blocks in each warp's cp.async ring (RING - 1 in flight while one is multiplied)
+#define RING 4
+#endif
+#ifndef XSHARED  // super-blocks of activations a CTA stages (the launcher splits K so that a range fits)
+#define XSHARED 8
+#endif
+#ifndef PDL  // 1: the GEMM is a programmatic dependent launch of its pass (its weights stream while the pass runs)
+#define PDL 1
+#endif
+#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1
+#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1"
+#endif
+
+namespace dq8 {
+
+constexpr int kThreads = 32 * WARPS, kCtaRows = 16 * WARPS;
+constexpr int kBlockBytes = 144, kSlotBytes = 16 * kBlockBytes;
+constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
+constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
+constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride;
+
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%4,%5}, {%6,%7}, "
+                 "{%8,%8,%8,%8};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+// One weight row's super-block header: its 8 integer scales, the f16 pair (m_2t, m_2t+1) for the min mma, d / 16 and
+// dmin. Each scale is one PRMT (a byte, zero-extended) of the two words that hold sc 0..3 and sc 4..7.
+struct RowScales {
+    int sc[8];
+    uint32_t mpair;
+    float d16, dmin;
+};
+
+__device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
+    RowScales s;
+    const uint32_t sc03 = head.y & 0x3F3F3F3Fu, m03 = head.z & 0x3F3F3F3Fu;
+    const uint32_t sc47 = (head.w & 0x0F0F0F0Fu) | ((head.y >> 2) & 0x30303030u);
+    const uint32_t m47 = ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s.sc[j] = static_cast<int>(__byte_perm(j < 4 ? sc03 : sc47, 0, 0x4440 | (j & 3)));
+    // m_2t, m_2t+1 as the 16-bit halves of a word, made f16 (1024 + m) by the exponent bits, then 1024 taken off: exact
+    const uint32_t mb = __byte_perm(t < 2 ? m03 : m47, 0, t & 1 ? 0x4342 : 0x4140) | 0x64006400u;
+    const __half2 m = __hsub2(*reinterpret_cast<const __half2*>(&mb), __float2half2_rn(1024.0f));
+    s.mpair = *reinterpret_cast<const uint32_t*>(&m);
+    const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&head.x));
+    s.d16 = dd.x * 0.0625f, s.dmin = dd.y;
+    return s;
+}
+
+// The split's partial sums added into C [T][M] (zeroed by the pass): the four lanes g = 4i + j of one t transpose their
+// fragment values (two butterfly rounds), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1) and
+// adds them with one 16-byte red (scalar ones where M is not a multiple of 4).
+__device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C, int row0, int tok0, int g, int M,
+                                              int T) {
+    const int j = g & 3, i = g >> 2;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+        float v[4] = {acc[n][0], acc[n][1], acc[n][2], acc[n][3]};
+#pragma unroll
+        for (int m = 1; m <= 2; m <<= 1) {
+            const bool upper = j & m;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                if (c & m) continue;
+                const float y = __shfl_xor_sync(0xffffffffu, upper ? v[c] : v[c ^ m], m << 2);
+                if (upper) v[c] = y; else v[c ^ m] = y;
+            }
+        }
+        const int tk = tok0 + 8 * n + (j & 1), r = row0 + 4 * i + 8 * (j >> 1);
+        if (tk >= T || r >= M) continue;
+        float* p = C + static_cast<long long>(tk) * M + r;
+        if ((M & 3) == 0) {
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
+                         "f"(v[3]) : "memory");
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) if (r + q < M) atomicAdd(p + q, v[q]);
+        }
+    }
+}
+
+}  // namespace dq8
+
+// The activation pass: one warp per (token, super-block), lane l quantizing k 8l .. 8l + 7 (q8_1.cuh's arithmetic, the
+// amax over the warp). It writes q8, d8 and sums in the layouts above and zeroes the first n_zero floats of C.
+extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
+                                          __half* __restrict__ sums, float* __restrict__ C, int T, int K,
+                                          long long n_zero) {
+    MMQ_LAUNCH_DEPENDENTS();
+    const int lane = threadIdx.x & 31, nsb = K / 256;
+    const long long unit = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) >> 5;  // (token, sb)
+    if (unit < static_cast<long long>(T) * nsb) {  // warp-uniform
+        const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
+        float v[8];
+        mmq::load8(x + unit * 256 + 8 * lane, v);
+        float amax = mmq::abs_max8(v);
+#pragma unroll
+        for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+        const float scale = mmq::q8_1_scale(amax);
+        uint32_t packed[2];
+        const int bsum = mmq::quad_quantize(v, scale, packed);  // the 32-block of lanes 4j .. 4j + 3
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {  // old word w = 2 lane + e of the super-block: chunk w / 16, word 4p + t of it
+            const int w = 2 * lane + e, chunk = w >> 4, p = (w >> 2) & 3, t = w & 3;
+            q8[unit * 64 + chunk * 16 + 4 * t + p] = packed[e];
+        }
+        if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = scale;
+        if ((lane & 3) == 0) {
+            const int j = lane >> 2;  // the 32-block: lane t = j / 2 of the min mma, pair element j % 2
+            const __half hi = __float2half_rn(static_cast<float>(bsum));
+            const __half lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
+            __half* out = sums + unit * 16 + 4 * (j >> 1) + (j & 1);
+            out[0] = hi, out[2] = lo;
+        }
+    }
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n_zero;
+         i += static_cast<long long>(gridDim.x) * blockDim.x)
+        C[i] = 0.0f;
+}
+
+// C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
+// super-blocks, one token tile of 16 (blockIdx.z).
+extern "C" __global__ void __launch_bounds__(dq8::kThreads, MIN_BLOCKS)
+mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8, const float* __restrict__ D8,
+                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K, long long row_bytes) {
+    using namespace dq8;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
+    const int nrange = sb_end - sb_begin;
+    if (nrange > XSHARED) __trap();  // the launcher splits K so that a range fits
+    const int row0 = (blockIdx.x * WARPS + warp) * 16, tok0 = blockIdx.z * 16, rows = min(16, T - tok0);
+    const long long tile = min(row0 / 16, (M - 1) / 16);  // a warp past M streams the last tile and stores nothing
+    const uint8_t* src = W + (tile * nsb + sb_begin) * kSlotBytes + 16 * lane;  // this lane's first piece
+    uint8_t* ring = smem + warp * (RING * kSlotBytes);
+    uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+    const bool last_piece = lane + 32 * (kCopies - 1) < kPieces;  // the lanes that copy a 5th piece of 144
+
+    auto issue_slot = [&](int s, bool live) {  // super-block sb_begin + s of the warp's tile into its ring slot
+        uint8_t* slot = ring + (s % RING) * kSlotBytes + 16 * lane;
+        if (live) {
+#pragma unroll
+            for (int i = 0; i < kCopies - 1; ++i) mmq::cp_async16(slot + 512 * i, src + 512 * i);
+            if (last_piece) mmq::cp_async16(slot + 512 * (kCopies - 1), src + 512 * (kCopies - 1));
+        }
+        src += kSlotBytes;
+        mmq::cp_async_commit();  // one group per slot, empty past the range: the wait counts stay uniform
+    };
+#pragma unroll
+    for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+    if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
+    // the range's activations of the live token rows, one group after the ring's first RING - 1 slots
+    for (int p = threadIdx.x; p < rows * nrange * 16; p += kThreads) {
+        const int r = p / (nrange * 16), c = p % (nrange * 16);
+        mmq::cp_async16(xs + r * kXStride + 16 * c, Q8 + static_cast<long long>(tok0 + r) * K + sb_begin * 256 + 16 * c);
+    }
+    mmq::cp_async_commit();
+
+    float acc[2][4] = {};
+    const uint2* sums[2] = {S + (static_cast<long long>(min(tok0 + g, T - 1)) * nsb + sb_begin) * 4 + t,
+                            S + (static_cast<long long>(min(tok0 + g + 8, T - 1)) * nsb + sb_begin) * 4 + t};
+    const float* d8 = D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 2 * t;
+    const uint8_t* xrow[2] = {xs + g * kXStride + 16 * t, xs + (g + 8) * kXStride + 16 * t};
+    for (int s = 0; s < nrange; ++s) {
+        __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
+        issue_slot(s + RING - 1, s + RING - 1 < nrange);
+        if (s == 0) {
+            mmq::cp_async_wait<1>();  // the first slot and the activations (issued after the other prologue slots)
+            __syncthreads();          // and every thread's share of the activations
+        } else {
+            mmq::cp_async_wait<RING - 1>();  // this super-block's slot
+            __syncwarp();
+        }
+        const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
+        const RowScales rs[2] = {row_scales(*reinterpret_cast<const uint4*>(slot), t),
+                                 row_scales(*reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes), t)};
+        // sum_j sc_j I_j per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n) over the low-nibble
+        // sub-blocks (even j) and 16 times it over the high-nibble ones (odd j): 16 lo + hi is 16 sum_j sc_j I_j
+        int isum[2][2][4] = {};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // chunks 2 half, 2 half + 1: one 16-byte load per row
+            const uint4 wg = *reinterpret_cast<const uint4*>(slot + 16 + 32 * t + 16 * half);
+            const uint4 wh = *reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes + 16 + 32 * t + 16 * half);
+            const uint32_t rg[4] = {wg.x, wg.y, wg.z, wg.w}, rh[4] = {wh.x, wh.y, wh.z, wh.w};
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+                const int c = 2 * half + cc;
+                uint4 b[2];
+#pragma unroll
+                for (int n = 0; n < 2; ++n) b[n] = *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {  // sub-block 2c + hi: the low nibbles (q) or the high ones (16 q)
+                    const uint32_t mask = hi ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+                    const uint32_t a[4] = {rg[2 * cc] & mask, rh[2 * cc] & mask, rg[2 * cc + 1] & mask,
+                                           rh[2 * cc + 1] & mask};
+#pragma unroll
+                    for (int n = 0; n < 2; ++n) {
+                        int d[4];
+                        mma_u8s8(d, a, hi ? b[n].z : b[n].x, hi ? b[n].w : b[n].y);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) isum[hi][n][e] += d[e] * rs[e >> 1].sc[2 * c + hi];
+                    }
+                }
+            }
+        }
+        // the super-block's f32 step: d8 (d/16 float(isum) - dmin sum_j m_j bsum_j) per element
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            const uint2 bs = *sums[n];
+            float msum[4];
+            mma_f16(msum, rs[0].mpair, rs[1].mpair, bs.x, bs.y);
+            const float2 scale = *reinterpret_cast<const float2*>(d8 + 8 * n);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const RowScales& r = rs[e >> 1];
+                const int i16 = 16 * isum[0][n][e] + isum[1][n][e];
+                const float v = fmaf(r.d16, static_cast<float>(i16), -r.dmin * msum[e]);
+                acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, v, acc[n][e]);
+            }
+            sums[n] += 4;
+        }
+        d8 += 16;
+        xrow[0] += 256, xrow[1] += 256;
+    }
+    add_to_output(acc, C, row0, tok0, g, M, T);
+}
+
+extern "C" __constant__ int mmq_direct_q8_smem_bytes = dq8::kSmemBytes;

@@ -1,0 +1,180 @@
+"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`): the `direct`
+kernel's few-token structure (each warp streams its 16-row weight tile through its own cp.async ring; the CTA
+stages its K range's activations once; a split K's CTAs add into C with reds) on int8 tensor cores, with the
+activations quantized to int8 with one scale per 256 values (kernels.quant.quantize_q8_k; parity mode "int_k").
+Per super-block and warp that is ~230 instructions where the f16 kernel issues ~340 (see the .cu's header).
+
+Parameters (compile time unless said):
+  WARPS       warps per CTA, 16 weight rows each
+  MIN_BLOCKS  CTAs per SM the registers are capped for
+  RING        super-blocks in each warp's cp.async ring (RING - 1 in flight while one is multiplied): int8
+              activations take half the f16 path's shared memory, so 2 CTAs per SM hold a 4-deep ring
+  XSHARED     super-blocks of activations a CTA stages; K is split at least ceil(super-blocks / XSHARED) ways
+  PDL         1: the GEMM is a programmatic dependent launch of its activation pass (its weights stream while the
+              pass runs)
+  SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kernels import mmq_base
+
+MMQ_DIRECT_Q8_CU = Path(__file__).parent / "cuda" / "mmq_direct_q8.cu"
+TOKEN_TILE = 16
+TILE_ROWS = 16  # a warp's weight tile
+QTYPES = ("q4_K",)
+WARP_COUNTS = (2, 4, 8, 12, 16)
+DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL")
+SLOT_BYTES = TILE_ROWS * 144
+X_ROW_PAD = 64
+PASS_THREADS = 256
+
+
+def full_params(params: dict) -> dict:
+    """With the derived tile: BM = 16 rows per warp times WARPS, BN = the 16-token tile."""
+    p = {**DEFAULTS, **params}
+    return {**p, "BM": TILE_ROWS * p["WARPS"], "BN": TOKEN_TILE}
+
+
+def smem_bytes(params: dict) -> int:
+    """kSmemBytes in mmq_direct_q8.cu: each warp's ring and the 16 staged token rows (256 bytes per super-block)."""
+    p = full_params(params)
+    return p["RING"] * p["WARPS"] * SLOT_BYTES + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD)
+
+
+def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
+    p = full_params(params)
+    if qtype not in QTYPES:
+        return f"mmq_direct_q8: {qtype} has no int8 direct-fragment decoder (has {', '.join(QTYPES)})"
+    if p["WARPS"] not in WARP_COUNTS:
+        return f"WARPS={p['WARPS']} is not one of {WARP_COUNTS}"
+    if not 2 <= p["RING"] <= 8:
+        return f"RING={p['RING']} is not 2..8 super-blocks"
+    if not 1 <= p["XSHARED"] <= 16:
+        return f"XSHARED={p['XSHARED']} is not 1..16 super-blocks"
+    if p["PDL"] not in (0, 1):
+        return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
+    if not 1 <= p["MIN_BLOCKS"] <= 8:
+        return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
+    return mmq_base.smem_limit_reason(smem_bytes(p), device_info or {})
+
+
+def tile_weights(w_packed: np.ndarray) -> np.ndarray:
+    """The kernel's weight layout of q4_K rows [M, K / 256 x 144]: M padded with zero rows to a multiple of 16, then
+    [M / 16][K / 256][16 rows][144], each row's 128 qs bytes permuted so that lane t of a quad reads its A fragments'
+    bytes as 32 contiguous ones at 16 + 32 t: for chunk c (32 qs bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and
+    8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]."""
+    m, row_bytes = w_packed.shape
+    tiles, nsb = -(-m // TILE_ROWS), row_bytes // 144
+    padded = np.zeros((tiles * TILE_ROWS, nsb, 144), np.uint8)
+    padded[:m] = w_packed.reshape(m, nsb, 144)
+    qs = padded[..., 16:].copy().reshape(-1, 4, 2, 4, 4)  # [.., chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
+    padded[..., 16:] = qs.transpose(0, 3, 1, 2, 4).reshape(padded.shape[:2] + (128,))  # -> [.., t, c, h, i]
+    return np.ascontiguousarray(padded.reshape(tiles, TILE_ROWS, nsb, 144).transpose(0, 2, 1, 3))
+
+
+def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What direct_q8_pass writes for float32 activations x [T, K], emulated in numpy (quant.quantize_q8_k's values in
+    the kernel's layouts): q8 [T, K] int8 with each 64-k chunk's 16 words transposed 4 x 4; d8 [T / 16 tiles (rounded
+    up)][K / 256][16] float32 (tokens past T: 0 here, never read into an output); sums [T][K / 256][4 t][hi_2t,
+    hi_2t+1, lo_2t, lo_2t+1] float16 with hi = f16(bsum), lo = f16(bsum - hi)."""
+    from kernels import quant
+
+    xq = quant.quantize_q8_k(x)
+    t, k = xq.q.shape
+    nsb, tiles = k // 256, -(-t // TOKEN_TILE)
+    words = xq.q.view(np.uint32).reshape(t, k // 64, 4, 4)  # [token, chunk, p, t]: old word 4p + t
+    q8 = np.ascontiguousarray(words.transpose(0, 1, 3, 2)).view(np.int8).reshape(t, k)
+    d8 = np.zeros((tiles * TOKEN_TILE, nsb), np.float32)
+    d8[:t] = xq.d[:, ::8]
+    d8 = np.ascontiguousarray(d8.reshape(tiles, TOKEN_TILE, nsb).transpose(0, 2, 1))
+    bsum = xq.s.reshape(t, nsb, 4, 2).astype(np.float32)  # [token, sb, t, pair element]
+    hi = bsum.astype(np.float16)
+    lo = (bsum - hi.astype(np.float32)).astype(np.float16)
+    return q8, d8, np.concatenate([hi, lo], axis=-1)
+
+
+class DirectQ8Bound(mmq_base.MMQBound):
+    """Grid (row tiles, K splits, token tiles of 16); the activations from direct_q8_pass (which zeroes C: every
+    split adds into it)."""
+
+    def __init__(self, device, variant, handle: dict, problem) -> None:
+        super().__init__(device, variant, handle, problem)
+        gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
+        self.grid = (gy, gz, gx)
+        if variant.params.get("PDL", 0):  # the GEMM starts while its pass runs
+            self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
+
+    def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
+        """At least the split under which a CTA's range of super-blocks fits its staged activations."""
+        need = math.ceil((self.wl.K // 256) / full_params(params)["XSHARED"])
+        if params.get("SPLITK"):
+            if params["SPLITK"] < need:
+                raise ValueError(f"mmq_direct_q8: SPLITK={params['SPLITK']} leaves more than XSHARED="
+                                 f"{params['XSHARED']} super-blocks per CTA at K={self.wl.K}; need >= {need}")
+            return min(params["SPLITK"], self.wl.K // 256)
+        return max(need, super().choose_split({**params, "SPLITK": 0}, registers, n_threads))
+
+    def splits_summed_in_kernel(self, params: dict) -> bool:
+        return True  # reds into C, which the pass zeroes
+
+    def host_weights(self, w_packed: np.ndarray) -> np.ndarray:
+        return tile_weights(w_packed)
+
+    def alloc_activation(self, T: int, K: int) -> list:
+        d, nsb, t_pad = self.device, K // 256, -(-T // TOKEN_TILE) * TOKEN_TILE
+        return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
+
+    def activation_pass(self, x) -> None:
+        wl = self.wl
+        warps = wl.T * (wl.K // 256)
+        q8, d8, sums = self.scratch
+        self.handle["pass"].launch((math.ceil(warps * 32 / PASS_THREADS), 1, 1), (PASS_THREADS, 1, 1),
+                                   (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
+                                    np.int64(wl.T * wl.M)), 0)
+
+
+class MMQDirectQ8Family(mmq_base.MMQFamily):
+    name = "mmq_direct_q8"
+    parity = "int_k"
+    cu_file = MMQ_DIRECT_Q8_CU
+    kernel_name = "mmq_direct_q8_gemm"
+    reduce_name = None  # the splits are added into C by the GEMM
+    smem_symbol = "mmq_direct_q8_smem_bytes"
+
+    def complete(self, params: dict) -> dict:
+        return full_params(params)
+
+    def threads(self, params: dict) -> int:
+        return 32 * full_params(params)["WARPS"]
+
+    def smem(self, params: dict, qtype: str) -> int:
+        return smem_bytes(params)
+
+    def defines(self, params: dict, qtype: str) -> dict:
+        p = full_params(params)
+        return {"QTYPE": mmq_base.QTYPE_ID[qtype], **{k: p[k] for k in COMPILE_KEYS}}
+
+    def invalid(self, params: dict, qtype: str, device_info: dict) -> str | None:
+        return invalid_reason(params, qtype, device_info)
+
+    def make_bound(self, device, variant, handle: dict, problem):
+        handle.setdefault("pass", handle["module"].kernel("direct_q8_pass", 0))
+        return DirectQ8Bound(device, variant, handle, problem)
+
+    def precompile_configs(self) -> list[dict]:
+        return [DEFAULTS]
+
+
+def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
+    """The starting configuration: 8 warps, 2 CTAs per SM, a 4-deep ring, 8 super-blocks staged, the GEMM a
+    dependent launch of its pass."""
+    return dict(DEFAULTS)
+
+
+FAMILY = MMQDirectQ8Family()

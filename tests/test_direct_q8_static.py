@@ -1,0 +1,121 @@
+"""The int8 direct kernel off the GPU (lever `direct_q8`, kernels/mmq_direct_q8.py): its activation format
+(quant.quantize_q8_k against a block-by-block loop), its integer-contract reference (parity mode "int_k")
+against float64 of the dequantized operands, the weight and activation layouts the kernel reads (byte for byte
+against index formulas written out), the launcher's checks, and nvcc: every configuration of the lever's list
+compiles without spills, its loop on IMMA with the min term on HMMA."""
+import numpy as np
+import pytest
+
+from kernels import mmq_direct_q8, quant
+from kernels.family import Workload
+from gates import parity
+from gates.inputs import random_problem
+
+
+def loop_q8_k(x: np.ndarray):
+    """quantize_q8_k written block by block in plain Python float32 arithmetic (numpy scalars)."""
+    t, k = x.shape
+    q = np.zeros((t, k), np.int8)
+    d = np.zeros((t, k // 32), np.float32)
+    for r in range(t):
+        for b in range(k // 256):
+            block = x[r, 256 * b:256 * (b + 1)]
+            scale = np.float32(np.max(np.abs(block))) / np.float32(127)
+            d[r, 8 * b:8 * (b + 1)] = scale
+            if scale > 0:
+                q[r, 256 * b:256 * (b + 1)] = np.clip(np.rint(block / scale), -127, 127)
+    return q, d, q.reshape(t, k // 32, 32).sum(axis=2, dtype=np.int32)
+
+
+def test_q8_k_matches_a_block_by_block_loop():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 768)) * rng.uniform(0.01, 10, (3, 1))).astype(np.float32)
+    x[1, 256:512] = 0.0  # a zero block: d = 0, q = 0
+    xq = quant.quantize_q8_k(x)
+    q, d, s = loop_q8_k(x)
+    np.testing.assert_array_equal(xq.q, q)
+    np.testing.assert_array_equal(xq.d, d)
+    np.testing.assert_array_equal(xq.s, s)
+
+
+def test_q8_k_refuses_a_row_that_is_not_whole_256_blocks():
+    with pytest.raises(ValueError, match="multiple of the block size 256"):
+        quant.quantize_q8_k(np.ones((2, 288), np.float32))
+
+
+def test_the_int_k_reference_is_the_dequantized_product_in_float64():
+    """The tight reference (gemm_int on quantize_q8_k's activations) equals dequant(w) . (d8 q8) in float64, and the
+    loose bound holds the float64 GEMM of the unquantized x."""
+    problem = random_problem(Workload("q4_K", M=40, K=512, T=5), np.random.default_rng(4))
+    refs = parity.references(problem, "int_k")
+    xq = quant.quantize_q8_k(problem.x)
+    w = quant.get("q4_K").dequantize(problem.w_packed).astype(np.float64)
+    x_hat = np.repeat(xq.d.astype(np.float64), 32, axis=1) * xq.q
+    np.testing.assert_allclose(refs["int"], (x_hat @ w.T).astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert np.all(np.abs(refs["int"].astype(np.float64) - refs["float64"]) <= refs["bound"] + 1e-6)
+
+
+def test_tile_weights_puts_each_byte_where_the_kernel_reads_it():
+    rng = np.random.default_rng(5)
+    m, nsb = 21, 3
+    packed = rng.integers(0, 256, (m, nsb * 144), dtype=np.uint8)
+    tiled = mmq_direct_q8.tile_weights(packed)
+    assert tiled.shape == (2, nsb, 16, 144)
+    for r in (0, 7, 15, 16, 20):
+        for sb in range(nsb):
+            row = tiled[r // 16, sb, r % 16]
+            block = packed[r, 144 * sb:144 * (sb + 1)]
+            np.testing.assert_array_equal(row[:16], block[:16])
+            for t in range(4):
+                for c in range(4):
+                    lane = row[16 + 32 * t + 8 * c:16 + 32 * t + 8 * c + 8]
+                    qs = block[16:]
+                    np.testing.assert_array_equal(lane[:4], qs[32 * c + 4 * t:32 * c + 4 * t + 4])
+                    np.testing.assert_array_equal(lane[4:], qs[32 * c + 16 + 4 * t:32 * c + 16 + 4 * t + 4])
+    assert not tiled[1, :, 5:].any()  # rows 21..31: the zero padding
+
+
+def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
+    """Lane t's 16 bytes at 16 t of a 64-k chunk are k 4t.., 16 + 4t.., 32 + 4t.., 48 + 4t.. (the B fragments of
+    both 32-blocks); d8 by token tile, super-block, token; the sums' hi + lo is each 32-block's sum of q."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((19, 512)).astype(np.float32)
+    xq = quant.quantize_q8_k(x)
+    q8, d8, sums = mmq_direct_q8.pass_outputs(x)
+    for tok in (0, 18):
+        for chunk in range(8):
+            for t in range(4):
+                got = q8[tok, 64 * chunk + 16 * t:64 * chunk + 16 * t + 16]
+                want = np.concatenate([xq.q[tok, 64 * chunk + 16 * p + 4 * t:64 * chunk + 16 * p + 4 * t + 4]
+                                       for p in range(4)])
+                np.testing.assert_array_equal(got, want)
+        for sb in range(2):
+            assert d8[tok // 16, sb, tok % 16] == xq.d[tok, 8 * sb]
+            for j in range(8):
+                hi, lo = sums[tok, sb, j // 2, j % 2], sums[tok, sb, j // 2, 2 + j % 2]
+                assert float(hi) + float(lo) == xq.s[tok, 8 * sb + j]
+    assert sums.shape == (19, 2, 4, 4) and d8.shape == (2, 2, 16)
+
+
+@pytest.mark.parametrize("params, reason", [
+    ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
+    ({"RING": 8, "WARPS": 16}, "shared memory"),
+])
+def test_invalid_configurations_say_why(params, reason):
+    assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
+    assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q6_K")
+
+
+@pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0}])
+def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params):
+    compiled = mmq_direct_q8.FAMILY.compile_only(params, "q4_K")
+    smem = mmq_direct_q8.smem_bytes(params)
+    gemm = compiled.summary(["mmq_direct_q8_gemm", "direct_q8_pass"],
+                            dynamic_smem_bytes={"mmq_direct_q8_gemm": smem})["kernels"]["mmq_direct_q8_gemm"]
+    assert gemm["spill_store_bytes"] == 0 and gemm["spill_load_bytes"] == 0
+    p = mmq_direct_q8.full_params(params)
+    assert gemm["registers"] <= 65536 // (32 * p["WARPS"] * p["MIN_BLOCKS"])
+    sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+    assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
+    assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half

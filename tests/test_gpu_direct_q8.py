@@ -1,0 +1,84 @@
+"""The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, q4_K): parity under the
+"int_k" contract (tight against the integer reference on quantize_q8_k's activations, loose against float64),
+the output poisoned with NaN first; the pass's three outputs byte for byte against numpy; launch after launch
+into the same output (the pass zeroes C every call before the splits' reds)."""
+import numpy as np
+import pytest
+
+from gates import parity
+from tests.gpu_fixtures import gpu_device, run_once, run_poisoned  # noqa: F401  (fixture)
+from tests.test_gpu_mmq import random_problem
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = [
+    {},  # the defaults: 8 warps x 2 CTAs, a 4-deep ring, 8 super-blocks staged, PDL
+    {"RING": 2, "PDL": 0},
+    {"RING": 3, "XSHARED": 3},  # short ranges: K split many ways, ranges shorter than the ring
+    {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 5, "XSHARED": 5},
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8, "SPLITK": 3},
+]
+# odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
+# super-blocks; M not a multiple of 4 (the scalar reds)
+SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33), (4096, 2048, 16)]
+PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]}
+
+
+def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
+    numbers, reason = parity.compare(got, parity.references(prob, "int_k"), parity.TIGHT_TOL)
+    assert not reason, f"{where}: {reason} ({numbers})"
+
+
+@pytest.mark.parametrize("cfg", range(len(CONFIGS)))
+def test_direct_q8_parity(gpu_device, cfg):
+    from kernels import mmq_direct_q8
+
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    rng = np.random.default_rng([cfg, 81])
+    for M, K, T in SHAPES:
+        prob = random_problem(rng, "q4_K", M, K, T)
+        assert_int_k_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct_q8 {CONFIGS[cfg]}")
+
+
+def test_the_pass_writes_q8_scales_and_sums_byte_for_byte(gpu_device):
+    """At T = 67 (several token tiles, a partial last one) and K = 6144: q8, d8 and the sums, each buffer poisoned
+    first, against kernels.mmq_direct_q8.pass_outputs (quant.quantize_q8_k in the kernel's layouts)."""
+    from kernels import mmq_direct_q8
+
+    variant = mmq_direct_q8.FAMILY.build({}, "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng(82), "q4_K", 256, 6144, 67)
+    bound = variant.prepare(prob)
+    try:
+        q8_buf, d8_buf, sums_buf = bound.scratch
+        gpu_device.drv.memset_d8(q8_buf.ptr, 0x80, q8_buf.nbytes)  # -128: a value the quantizer never writes
+        gpu_device.fill_nan(d8_buf), gpu_device.fill_nan(sums_buf)
+        bound.run()
+        want_q8, want_d8, want_sums = mmq_direct_q8.pass_outputs(prob.x)
+        np.testing.assert_array_equal(q8_buf.get().reshape(want_q8.shape), want_q8)
+        live = live_tokens(want_d8, prob.x.shape[0])
+        np.testing.assert_array_equal(d8_buf.get().reshape(want_d8.shape)[live], want_d8[live])
+        np.testing.assert_array_equal(sums_buf.get().reshape(want_sums.shape).view(np.uint16), want_sums.view(np.uint16))
+    finally:
+        bound.release()
+
+
+def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
+    """A mask of d8's [tile][sb][16] entries that belong to tokens < T (the rest are never written)."""
+    tiles, nsb, _ = d8.shape
+    token = np.arange(tiles)[:, None, None] * 16 + np.arange(16)[None, None, :]
+    return np.broadcast_to(token < T, (tiles, nsb, 16))
+
+
+@pytest.mark.parametrize("cfg", [0, 4])
+def test_launch_after_launch_into_the_same_output(gpu_device, cfg):
+    """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds)."""
+    from kernels import mmq_direct_q8
+
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 83]), "q4_K", 512, 4096, 16)
+    bound = variant.prepare(prob)
+    try:
+        for launch in range(3):
+            assert_int_k_parity(run_poisoned(bound), prob, f"launch {launch}")
+    finally:
+        bound.release()
