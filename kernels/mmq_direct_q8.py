@@ -12,6 +12,8 @@ Parameters (compile time unless said):
   XSHARED     super-blocks of activations a CTA stages; K is split at least ceil(super-blocks / XSHARED) ways
   PDL         1: the GEMM is a programmatic dependent launch of its activation pass (its weights stream while the
               pass runs)
+  BULK        1: each ring slot is one bulk copy by lane 0 (the copy engine), completing on the slot's mbarrier,
+              instead of 144 16-byte cp.async spread over the warp's lanes (5 per lane, each padded by the compiler)
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -28,8 +30,8 @@ TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 8, 12, 16)
-DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL")
+DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK")
 SLOT_BYTES = TILE_ROWS * 144
 X_ROW_PAD = 64
 PASS_THREADS = 256
@@ -57,6 +59,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"RING={p['RING']} is not 2..8 super-blocks"
     if not 1 <= p["XSHARED"] <= 16:
         return f"XSHARED={p['XSHARED']} is not 1..16 super-blocks"
+    if p["BULK"] not in (0, 1):
+        return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
     if p["PDL"] not in (0, 1):
         return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:

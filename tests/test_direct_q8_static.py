@@ -99,7 +99,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 
 @pytest.mark.parametrize("params, reason", [
     ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
-    ({"RING": 8, "WARPS": 16}, "shared memory"),
+    ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -107,7 +107,8 @@ def test_invalid_configurations_say_why(params, reason):
 
 
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
-                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0}])
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
+                                    {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}])
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, "q4_K")
     smem = mmq_direct_q8.smem_bytes(params)
@@ -119,3 +120,4 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
+    assert ("UBLKCP" in sass) == bool(params.get("BULK")) and ("LDGSTS" in sass)  # (the activations: cp.async)

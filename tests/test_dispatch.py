@@ -173,6 +173,21 @@ def test_the_direct_champion_serves_its_type_at_few_tokens_and_nowhere_else(tmp_
     assert dispatch.choose("q5_K", "sm_90", 16, path)[:2] == ("mmq_wgmma", tiny)
 
 
+def test_a_promoted_direct_q8_champion_comes_before_the_direct_one(tmp_path):
+    """direct_q8's incumbent is direct, so where it is promoted it beat direct's champion: first in LEVERS, it runs q4_K at
+    tiny; larger T keeps the wgmma champion; it reads float32 (no f16-input form: the dispatcher widens x)."""
+    path = tmp_path / "champions.json"
+    small = {"AREG": 1, "BM": 128, "BN": 64, "STAGES": 4, "RAW": 3, "XLOAD": 2, "PDL": 2}
+    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "small", small)
+    _promote(path, "direct", "mmq_direct", "q4_K", "tiny", {"WARPS": 8, "MIN_BLOCKS": 2, "XSHARED": 8})
+    q8 = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "SPLITK": 0}
+    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "tiny", q8)
+    for T in (1, 16):
+        assert dispatch.choose("q4_K", "sm_90", T, path) == ("mmq_direct_q8", q8, "champion of direct_q8 (regime)")
+    assert dispatch.choose("q4_K", "sm_90", 17, path)[:2] == ("mmq_wgmma", small)
+    assert dispatch.f16_input_params("mmq_direct_q8", q8) is None
+
+
 def test_f16_activations_run_the_f16_paths_as_they_are_and_widen_for_int8():
     """float16 input: the f16 paths get X16_INPUT=1 (no conversion pass); the wgmma kernel reads the rows
     by TMA (XLOAD 2) where its configuration reads pass-tiled chunks (1) or f32 rows (3); the int8 paths

@@ -17,6 +17,8 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3},  # short ranges: K split many ways, ranges shorter than the ring
     {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 5, "XSHARED": 5},
     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8, "SPLITK": 3},
+    {"BULK": 1},  # one bulk copy per ring slot
+    {"BULK": 1, "RING": 3, "XSHARED": 3, "PDL": 0},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -69,7 +71,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
     return np.broadcast_to(token < T, (tiles, nsb, 16))
 
 
-@pytest.mark.parametrize("cfg", [0, 4])
+@pytest.mark.parametrize("cfg", [0, 4, 5])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds)."""
     from kernels import mmq_direct_q8

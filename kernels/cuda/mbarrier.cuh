@@ -1,5 +1,6 @@
 // mbarriers in shared memory: the hand-off between the warps of a CTA (the wgmma kernels' producer and consumer
-// warpgroups; mmq_direct's XFUSE: a super-block's converted activations, written by every warp).
+// warpgroups; mmq_direct's XFUSE: a super-block's converted activations, written by every warp), and the bulk copies
+// that complete on them (the wgmma kernels' raw slots; mmq_direct_q8's BULK ring).
 #pragma once
 #include "mmq_core.cuh"
 
@@ -21,6 +22,20 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
         " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
         "r"(parity)
         : "memory");
+}
+
+// The bulk-copy engine (TMA without a tensor map): `bytes` contiguous bytes global -> shared,
+// counted against `bar`'s transaction count, which the issuing thread raised first with
+// mbar_arrive_expect_tx. Both addresses 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
 }
 
 }  // namespace mmq

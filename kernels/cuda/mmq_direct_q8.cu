@@ -24,6 +24,7 @@
 //   d8       [T / 16 tiles][K / 256][16] f32: a token tile's scales of one super-block together
 //   sums     [T][K / 256][4 t][hi_2t, hi_2t+1, lo_2t, lo_2t+1] f16: lane t's B fragment of the min mma
 #include "helper_kernels.cuh"
+#include "mbarrier.cuh"
 #include "q8_1.cuh"
 
 #if QTYPE != 0
@@ -44,8 +45,11 @@
 #ifndef PDL  // 1: the GEMM is a programmatic dependent launch of its pass (its weights stream while the pass runs)
 #define PDL 1
 #endif
-#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1
-#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1"
+#ifndef BULK  // 1: each ring slot is one bulk copy (the copy engine, one instruction of lane 0) completing on the
+#define BULK 0  // slot's mbarrier, not 144 16-byte cp.async over the warp's lanes
+#endif
+#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1
+#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1"
 #endif
 
 namespace dq8 {
@@ -182,16 +186,30 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + RING * WARPS * kSlotBytes;
     const bool last_piece = lane + 32 * (kCopies - 1) < kPieces;  // the lanes that copy a 5th piece of 144
+#if BULK
+    __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
+    if (lane < RING) mmq::mbar_init(&full[warp][lane], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // initialized before the copy engine uses it
+    __syncwarp();
+#endif
 
     auto issue_slot = [&](int s, bool live) {  // super-block sb_begin + s of the warp's tile into its ring slot
+#if BULK
+        if (live && lane == 0) {
+            uint64_t* bar = &full[warp][s % RING];
+            mmq::mbar_arrive_expect_tx(bar, kSlotBytes);
+            mmq::bulk_copy_g2s(ring + (s % RING) * kSlotBytes, src - 16 * lane, kSlotBytes, bar);
+        }
+#else
         uint8_t* slot = ring + (s % RING) * kSlotBytes + 16 * lane;
         if (live) {
 #pragma unroll
             for (int i = 0; i < kCopies - 1; ++i) mmq::cp_async16(slot + 512 * i, src + 512 * i);
             if (last_piece) mmq::cp_async16(slot + 512 * (kCopies - 1), src + 512 * (kCopies - 1));
         }
-        src += kSlotBytes;
         mmq::cp_async_commit();  // one group per slot, empty past the range: the wait counts stay uniform
+#endif
+        src += kSlotBytes;
     };
 #pragma unroll
     for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
@@ -211,6 +229,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     for (int s = 0; s < nrange; ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
+#if BULK
+        if (s == 0) {
+            mmq::cp_async_wait<0>();  // this thread's share of the activations
+            __syncthreads();          // and every thread's
+        }
+        mmq::mbar_wait(&full[warp][s % RING], (s / RING) & 1);  // this super-block's slot
+#else
         if (s == 0) {
             mmq::cp_async_wait<1>();  // the first slot and the activations (issued after the other prologue slots)
             __syncthreads();          // and every thread's share of the activations
@@ -218,6 +243,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
             mmq::cp_async_wait<RING - 1>();  // this super-block's slot
             __syncwarp();
         }
+#endif
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
         const RowScales rs[2] = {row_scales(*reinterpret_cast<const uint4*>(slot), t),
                                  row_scales(*reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes), t)};
