@@ -99,10 +99,10 @@ __device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
 }
 
 // The split's partial sums added into C [T][M] (zeroed by the pass): the four lanes g = 4i + j of one t transpose their
-// fragment values (two butterfly rounds), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1) and
-// adds them with one 16-byte red (scalar ones where M is not a multiple of 4).
-__device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C, int row0, int tok0, int g, int M,
-                                              int T) {
+// fragment values (two butterfly rounds), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1) (+ 8 n)
+// and adds them with one 16-byte red (scalar ones where M is not a multiple of 4).
+__device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C, int row0, int tok0, int g, int t,
+                                              int M, int T) {
     const int j = g & 3, i = g >> 2;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
@@ -117,7 +117,7 @@ __device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C
                 if (upper) v[c] = y; else v[c ^ m] = y;
             }
         }
-        const int tk = tok0 + 8 * n + (j & 1), r = row0 + 4 * i + 8 * (j >> 1);
+        const int tk = tok0 + 2 * t + 8 * n + (j & 1), r = row0 + 4 * i + 8 * (j >> 1);
         if (tk >= T || r >= M) continue;
         float* p = C + static_cast<long long>(tk) * M + r;
         if ((M & 3) == 0) {
@@ -295,7 +295,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         d8 += 16;
         xrow[0] += 256, xrow[1] += 256;
     }
-    add_to_output(acc, C, row0, tok0, g, M, T);
+    add_to_output(acc, C, row0, tok0, g, t, M, T);
 }
 
 extern "C" __constant__ int mmq_direct_q8_smem_bytes = dq8::kSmemBytes;

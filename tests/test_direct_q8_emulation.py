@@ -1,0 +1,171 @@
+"""The int8 direct kernel's arithmetic run on the host, lane by lane, from the bytes it reads (kernels/mmq_direct_q8.py's
+weight and activation layouts): each index the .cu computes, the mma.sync fragment layouts of the PTX ISA (m16n8k32
+u8 x s8 and m16n8k16 f16, as kernels/cuda/mmq_core.cuh and wgmma_s8_ops.cuh read them), the scale words' bit
+operations, the per-super-block f32 step and the reds' butterfly. Where the kernel's indexing, a layout or the
+scale decode is wrong, this emulation misses the integer-contract reference (gates/parity.py, mode "int_k") off the
+GPU. (What it cannot check is the hardware: tests/test_gpu_direct_q8.py runs the kernel itself.)"""
+import numpy as np
+import pytest
+
+from gates import parity
+from gates.inputs import random_problem
+from kernels import mmq_direct_q8
+from kernels.family import Workload
+
+LANES = np.arange(32)
+G, T4 = LANES >> 2, LANES & 3  # lane = 4 g + t
+
+
+def words(raw: np.ndarray) -> np.ndarray:
+    """Little-endian uint32 words of a byte array (last axis a multiple of 4)."""
+    return np.ascontiguousarray(raw).view(np.uint32)
+
+
+def mma_k32(a: list, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """mma.sync m16n8k32 row.col s32.u8.s8 from zero: a[i] [32] uint32 (a0: row g, k 4t..; a1: row g + 8; a2: row g,
+    k 16 + 4t..; a3: row g + 8), b0/b1 [32] (k 4t.. / 16 + 4t.. of column g); returns d [32, 4] (d0, d1: row g,
+    columns 2t, 2t + 1; d2, d3: row g + 8)."""
+    A = np.zeros((16, 32), np.int64)
+    B = np.zeros((32, 8), np.int64)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for reg, (row, k0) in enumerate([(g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t)]):
+            A[row, k0:k0 + 4] = np.frombuffer(np.uint32(a[reg][lane]).tobytes(), np.uint8)
+        B[4 * t:4 * t + 4, g] = np.frombuffer(np.uint32(b0[lane]).tobytes(), np.int8)
+        B[16 + 4 * t:20 + 4 * t, g] = np.frombuffer(np.uint32(b1[lane]).tobytes(), np.int8)
+    D = A @ B
+    return np.stack([D[G, 2 * T4], D[G, 2 * T4 + 1], D[G + 8, 2 * T4], D[G + 8, 2 * T4 + 1]], axis=1)
+
+
+def mma_f16(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """mma.sync m16n8k16 f16 -> f32 from zero with A = {a0, a1, a0, a1} (a0: row g, k 2t, 2t + 1; a1: row g + 8; the
+    same pairs at k 2t + 8, 2t + 9), b0 / b1: k 2t, 2t + 1 / 2t + 8, 2t + 9 of column g. Exact here (integers)."""
+    A = np.zeros((16, 16))
+    B = np.zeros((16, 8))
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        lo = np.frombuffer(np.uint32(a0[lane]).tobytes(), np.float16).astype(np.float64)
+        hi = np.frombuffer(np.uint32(a1[lane]).tobytes(), np.float16).astype(np.float64)
+        A[g, 2 * t:2 * t + 2] = A[g, 2 * t + 8:2 * t + 10] = lo
+        A[g + 8, 2 * t:2 * t + 2] = A[g + 8, 2 * t + 8:2 * t + 10] = hi
+        B[2 * t:2 * t + 2, g] = np.frombuffer(np.uint32(b0[lane]).tobytes(), np.float16)
+        B[2 * t + 8:2 * t + 10, g] = np.frombuffer(np.uint32(b1[lane]).tobytes(), np.float16)
+    D = A @ B
+    return np.stack([D[G, 2 * T4], D[G, 2 * T4 + 1], D[G + 8, 2 * T4], D[G + 8, 2 * T4 + 1]], axis=1)
+
+
+def row_scales(head: np.ndarray):
+    """row_scales() of the .cu for every lane: head [32, 4] uint32 words of the lane's row."""
+    y, z, w = head[:, 1], head[:, 2], head[:, 3]
+    sc03, m03 = y & 0x3F3F3F3F, z & 0x3F3F3F3F
+    sc47 = (w & 0x0F0F0F0F) | ((y >> 2) & 0x30303030)
+    m47 = ((w >> 4) & 0x0F0F0F0F) | ((z >> 2) & 0x30303030)
+    sc = np.stack([((sc03 if j < 4 else sc47) >> (8 * (j & 3))) & 0xFF for j in range(8)], axis=1).astype(np.int64)
+    src = np.where(T4 < 2, m03, m47)
+    shift = np.where(T4 & 1, 16, 0).astype(np.uint32)
+    pair = ((src >> shift) & 0xFF) | (((src >> (shift + 8)) & 0xFF) << 16)  # bytes (2t, 2t + 1) -> the two halves
+    biased = (pair | 0x64006400).astype(np.uint32).view(np.float16).reshape(32, 2).astype(np.float32)
+    mpair = (biased - np.float32(1024)).astype(np.float16).view(np.uint32).reshape(32)
+    dd = (head[:, 0]).astype(np.uint32).view(np.float16).reshape(32, 2).astype(np.float32)
+    return sc, mpair, dd[:, 0] * np.float32(0.0625), dd[:, 1]
+
+
+def add_to_output(acc: np.ndarray, C: np.ndarray, row0: int, tok0: int, M: int, T: int) -> None:
+    """add_to_output() of the .cu: the butterfly among the lanes g = 4i + j of one t, then each lane's 4 rows."""
+    j, i = G & 3, G >> 2
+    for n in range(2):
+        v = [acc[:, n, e].copy() for e in range(4)]
+        for m in (1, 2):
+            upper = (j & m) != 0
+            for c in range(4):
+                if c & m:
+                    continue
+                sent = np.where(upper, v[c], v[c ^ m])
+                y = sent[LANES ^ (m << 2)]
+                v[c] = np.where(upper, y, v[c])
+                v[c ^ m] = np.where(upper, v[c ^ m], y)
+        for lane in range(32):
+            tk = tok0 + 2 * T4[lane] + 8 * n + (j[lane] & 1)
+            r = row0 + 4 * i[lane] + 8 * (j[lane] >> 1)
+            if tk < T:
+                for q in range(4):
+                    if r + q < M:
+                        C[tk, r + q] += v[q][lane]
+
+
+def emulate(problem, splits: int) -> np.ndarray:
+    """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16)."""
+    w = problem.workload
+    M, K, T = w.M, w.K, w.T
+    nsb = K // 256
+    tiled = mmq_direct_q8.tile_weights(problem.w_packed)  # [tiles][nsb][16][144]
+    q8, d8, sums = mmq_direct_q8.pass_outputs(problem.x)
+    sums = sums.reshape(T, nsb, 4, 4).view(np.uint32).reshape(T, nsb, 4, 2)  # lane t's uint2 (hi pair, lo pair)
+    C = np.zeros((T, M), np.float32)
+    for tile in range(tiled.shape[0]):
+        for y in range(splits):
+            sb_begin, sb_end = y * nsb // splits, (y + 1) * nsb // splits
+            acc = np.zeros((32, 2, 4), np.float32)
+            tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]  # the staged row (a dead token: the last one)
+            for sb in range(sb_begin, sb_end):
+                slot = tiled[tile, sb]  # [16 rows][144]
+                rows = [slot[G], slot[G + 8]]
+                rs = [row_scales(words(r[:, :16])) for r in rows]
+                isum = np.zeros((2, 32, 2, 4), np.int64)
+                for half in range(2):
+                    wg = words(np.stack([rows[0][ln, 16 + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
+                    wh = words(np.stack([rows[1][ln, 16 + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
+                    for cc in range(2):
+                        c = 2 * half + cc
+                        b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
+                             for n in range(2)]
+                        for hi in range(2):
+                            mask = np.uint32(0xF0F0F0F0 if hi else 0x0F0F0F0F)
+                            a = [wg[:, 2 * cc] & mask, wh[:, 2 * cc] & mask, wg[:, 2 * cc + 1] & mask,
+                                 wh[:, 2 * cc + 1] & mask]
+                            for n in range(2):
+                                d = mma_k32(a, b[n][:, 2 if hi else 0], b[n][:, 3 if hi else 1])
+                                for e in range(4):
+                                    isum[hi, :, n, e] += d[:, e] * rs[e >> 1][0][:, 2 * c + hi]
+                for n in range(2):
+                    bs = sums[tok_b[n], sb, T4]  # [32, 2]
+                    msum = mma_f16(rs[0][1], rs[1][1], bs[:, 0], bs[:, 1]).astype(np.float32)
+                    tokens = np.minimum(8 * n + 2 * T4[:, None] + np.arange(2), 15)
+                    scale = d8[0, sb][tokens]  # [32, 2]
+                    for e in range(4):
+                        _, _, d16, dmin = rs[e >> 1]
+                        i16 = 16 * isum[0, :, n, e] + isum[1, :, n, e]
+                        assert np.abs(i16).max() < 2**31
+                        v = (d16.astype(np.float64) * i16.astype(np.float32) - (dmin * msum[:, e])).astype(np.float32)
+                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v + acc[:, n, e]).astype(np.float32)
+            add_to_output(acc, C, tile * 16, 0, M, T)
+    return C
+
+
+@pytest.mark.parametrize("M, K, T, splits", [(37, 512, 5, 1), (32, 768, 16, 2), (20, 1024, 1, 3)])
+def test_the_kernel_arithmetic_emulated_lane_by_lane_meets_the_int_k_contract(M, K, T, splits):
+    problem = random_problem(Workload("q4_K", M=M, K=K, T=T), np.random.default_rng([M, K, T]))
+    got = emulate(problem, splits)
+    numbers, reason = parity.compare(got, parity.references(problem, "int_k"), parity.TIGHT_TOL)
+    assert not reason, f"{reason} ({numbers})"
+
+
+def test_the_pass_index_arithmetic_writes_the_documented_layout():
+    """direct_q8_pass's store index for lane l's packed words (q8[unit * 64 + chunk * 16 + 4 t + p]) puts the same bytes
+    where pass_outputs (the documented layout) has them."""
+    from kernels import quant
+
+    x = np.random.default_rng(9).standard_normal((3, 512)).astype(np.float32)
+    xq = quant.quantize_q8_k(x)
+    flat = np.zeros(3 * 512 // 4, np.uint32)
+    old = words(xq.q.reshape(3, 512))  # [3, 128]: word w of the row = k 4w .. 4w + 3
+    for tok in range(3):
+        for sb in range(2):
+            unit = tok * 2 + sb
+            for lane in range(32):
+                for e in range(2):
+                    wd = 2 * lane + e
+                    chunk, p, t = wd >> 4, (wd >> 2) & 3, wd & 3
+                    flat[unit * 64 + chunk * 16 + 4 * t + p] = old[tok, 64 * sb + wd]
+    want, _, _ = mmq_direct_q8.pass_outputs(x)
+    np.testing.assert_array_equal(flat.view(np.int8).reshape(3, 512), want)
