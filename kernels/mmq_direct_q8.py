@@ -14,6 +14,10 @@ Parameters (compile time unless said):
               pass runs)
   BULK        1: each ring slot is one bulk copy by lane 0 (the copy engine), completing on the slot's mbarrier,
               instead of 144 16-byte cp.async spread over the warp's lanes (5 per lane, each padded by the compiler)
+  GRIDQ       1 (PDL 0): one launch. The GEMM's warps do the pass's work (each a (token, super-block) of the whole
+              matrix, and C zeroed) while their first weights stream, then every CTA waits at a grid-wide arrival
+              count (a monotonic counter: launch e waits for e x CTAs) before staging its range. Every CTA must be
+              resident at once: the launcher refuses a grid the GPU does not hold in one wave
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -30,8 +34,8 @@ TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 8, 12, 16)
-DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK")
+DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ")
 SLOT_BYTES = TILE_ROWS * 144
 X_ROW_PAD = 64
 PASS_THREADS = 256
@@ -61,6 +65,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"XSHARED={p['XSHARED']} is not 1..16 super-blocks"
     if p["BULK"] not in (0, 1):
         return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
+    if p["GRIDQ"] not in (0, 1) or (p["GRIDQ"] and p["PDL"]):
+        return f"GRIDQ={p['GRIDQ']}: 0, or 1 with PDL 0 (one launch: no pass to depend on)"
     if p["PDL"] not in (0, 1):
         return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -108,11 +114,22 @@ class DirectQ8Bound(mmq_base.MMQBound):
     split adds into it)."""
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
+        self.gridq = bool(variant.params.get("GRIDQ", 0))
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
         if variant.params.get("PDL", 0):  # the GEMM starts while its pass runs
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
+        self.arrived, self.epoch = None, 0
+        if self.gridq:  # every CTA waits for all the others: they must all be resident at once
+            resident = mmq_base.cta_slots(handle["threads"], self.smem, device.info,
+                                          variant.resources.get("registers", 128))
+            ctas = gx * gy * gz
+            if ctas > resident:
+                self.release()
+                raise ValueError(f"mmq_direct_q8 GRIDQ=1: {ctas} CTAs for {self.wl.M}x{self.wl.K} at T={self.wl.T}, "
+                                 f"but this GPU holds {resident} at once (the grid-wide wait needs them all); use GRIDQ=0")
+            self.arrived = device.to_device(np.zeros(1, np.uint32))
 
     def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
         """At least the split under which a CTA's range of super-blocks fits its staged activations."""
@@ -134,7 +151,24 @@ class DirectQ8Bound(mmq_base.MMQBound):
         d, nsb, t_pad = self.device, K // 256, -(-T // TOKEN_TILE) * TOKEN_TILE
         return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
 
+    def extra_args(self) -> tuple:
+        if not self.gridq:
+            return ()
+        return (self.x[self.current].ptr, self.arrived.ptr, np.uint32(self.epoch))
+
+    def run(self) -> None:
+        self.epoch = (self.epoch + 1) % 2**32  # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32)
+        super().run()
+
+    def release(self) -> None:
+        super().release()
+        if getattr(self, "arrived", None) is not None:
+            self.arrived.release()
+            self.arrived = None
+
     def activation_pass(self, x) -> None:
+        if self.gridq:
+            return  # the GEMM's own warps quantize
         wl = self.wl
         warps = wl.T * (wl.K // 256)
         q8, d8, sums = self.scratch

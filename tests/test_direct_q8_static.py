@@ -108,7 +108,8 @@ def test_invalid_configurations_say_why(params, reason):
 
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
-                                    {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}])
+                                    {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
+                                    {"GRIDQ": 1, "PDL": 0, "BULK": 1}])
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, "q4_K")
     smem = mmq_direct_q8.smem_bytes(params)
@@ -121,3 +122,42 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
     assert ("UBLKCP" in sass) == bool(params.get("BULK")) and ("LDGSTS" in sass)  # (the activations: cp.async)
+
+
+def recorded(params: dict, M=4096, K=14336, T=16, registers=112):
+    from kernels.family import Problem
+    from tests.recording_device import recorded_bound
+
+    rng = np.random.default_rng(7)
+    problem = Problem(Workload("q4_K", M, K, T), quant.get("q4_K").random_packed(M, K, rng),
+                      rng.standard_normal((T, K)).astype(np.float32))
+    return recorded_bound(mmq_direct_q8.FAMILY, params, problem, registers)
+
+
+def test_the_launches_are_the_pass_then_the_gemm_as_its_dependent():
+    """4096 x 14336 at T = 16, 8 warps x 2 CTAs per SM: 32 row tiles x 8 K splits (7 super-blocks each, XSHARED 8)
+    fill one wave of 264; the pass (112 CTAs: 896 warps, one per (token, super-block)) zeroes C, and the GEMM is its
+    dependent launch with the pass's three buffers."""
+    device, bound = recorded({})
+    assert bound.grid == (32, 8, 1) and bound.splitk == 8
+    bound.run()
+    (pass_name, pass_grid, *_), (gemm_name, gemm_grid, _, gemm_args, _) = device.launches
+    assert (pass_name, pass_grid) == ("direct_q8_pass", (112, 1, 1))
+    assert gemm_name == "mmq_direct_q8_gemm (dependent)" and gemm_grid == (32, 8, 1)
+    assert list(gemm_args[1:4]) == [buf.ptr for buf in bound.scratch] and len(gemm_args) == 9
+
+
+def test_gridq_is_one_launch_with_the_activations_a_counter_and_each_launch_s_epoch():
+    device, bound = recorded({"GRIDQ": 1, "PDL": 0})
+    bound.run(), bound.run()
+    assert [name for name, *_ in device.launches] == ["gemm", "gemm"]
+    for epoch, (_, _, _, args, _) in enumerate(device.launches, start=1):
+        assert args[9] == bound.x[epoch - 1].ptr and args[10] == bound.arrived.ptr and args[11] == epoch
+
+
+def test_gridq_refuses_a_grid_the_gpu_does_not_hold_at_once():
+    """The grid-wide wait needs every CTA resident: 8 warps x 1 CTA per SM at 255 registers is 132 at once, and
+    4096 x 14336 needs 32 row tiles x 7 splits."""
+    with pytest.raises(ValueError, match="GRIDQ=1: 224 CTAs .* holds 132 at once"):
+        recorded({"GRIDQ": 1, "PDL": 0, "MIN_BLOCKS": 1}, registers=255)
+    assert "with PDL 0" in mmq_direct_q8.invalid_reason({"GRIDQ": 1, "PDL": 1}, "q4_K")

@@ -1,7 +1,8 @@
 """The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, q4_K): parity under the
 "int_k" contract (tight against the integer reference on quantize_q8_k's activations, loose against float64),
 the output poisoned with NaN first; the pass's three outputs byte for byte against numpy; launch after launch
-into the same output (the pass zeroes C every call before the splits' reds)."""
+into the same output (the pass zeroes C every call before the splits' reds; GRIDQ's one launch does the pass's work
+and counts the grid's arrivals per launch)."""
 import numpy as np
 import pytest
 
@@ -19,6 +20,8 @@ CONFIGS = [
     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8, "SPLITK": 3},
     {"BULK": 1},  # one bulk copy per ring slot
     {"BULK": 1, "RING": 3, "XSHARED": 3, "PDL": 0},
+    {"GRIDQ": 1, "PDL": 0},  # one launch: the grid quantizes, then meets at the arrival count
+    {"GRIDQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -71,9 +74,10 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
     return np.broadcast_to(token < T, (tiles, nsb, 16))
 
 
-@pytest.mark.parametrize("cfg", [0, 4, 5])
+@pytest.mark.parametrize("cfg", [0, 4, 5, 7, 8])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg):
-    """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds)."""
+    """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
+    GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's)."""
     from kernels import mmq_direct_q8
 
     variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)

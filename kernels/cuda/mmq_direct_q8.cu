@@ -48,8 +48,12 @@
 #ifndef BULK  // 1: each ring slot is one bulk copy (the copy engine, one instruction of lane 0) completing on the
 #define BULK 0  // slot's mbarrier, not 144 16-byte cp.async over the warp's lanes
 #endif
-#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1
-#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1"
+#ifndef GRIDQ  // 1: one launch: the GEMM's warps quantize the activations and zero C themselves (the pass's work, spread
+#define GRIDQ 0  // over the grid), then every CTA waits for all of them at a grid-wide arrival count before staging its
+#endif           // range; all CTAs must be resident at once (the launcher checks), and the weights stream meanwhile
+#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
+    GRIDQ > 1 || (GRIDQ && PDL)
+#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
 #endif
 
 namespace dq8 {
@@ -130,50 +134,66 @@ __device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C
     }
 }
 
+// One (token, super-block) `unit` of the activations quantized by one warp, lane l taking k 8l .. 8l + 7 (q8_1.cuh's
+// arithmetic, the amax over the warp), written in the layouts above.
+__device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
+                                              float* __restrict__ d8, __half* __restrict__ sums, long long unit,
+                                              int lane, int nsb) {
+    const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
+    float v[8];
+    mmq::load8(x + unit * 256 + 8 * lane, v);
+    float amax = mmq::abs_max8(v);
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    const float scale = mmq::q8_1_scale(amax);
+    uint32_t packed[2];
+    const int bsum = mmq::quad_quantize(v, scale, packed);  // the 32-block of lanes 4j .. 4j + 3
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {  // old word w = 2 lane + e of the super-block: chunk w / 16, word 4p + t of it
+        const int w = 2 * lane + e, chunk = w >> 4, p = (w >> 2) & 3, t = w & 3;
+        q8[unit * 64 + chunk * 16 + 4 * t + p] = packed[e];
+    }
+    if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = scale;
+    if ((lane & 3) == 0) {
+        const int j = lane >> 2;  // the 32-block: lane t = j / 2 of the min mma, pair element j % 2
+        const __half hi = __float2half_rn(static_cast<float>(bsum));
+        const __half lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
+        __half* out = sums + unit * 16 + 4 * (j >> 1) + (j & 1);
+        out[0] = hi, out[2] = lo;
+    }
+}
+
+// Every warp of the grid quantizes units warp, warp + warps, ... and every thread zeroes its share of C's n_zero floats.
+__device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, uint32_t* __restrict__ q8,
+                                                  float* __restrict__ d8, __half* __restrict__ sums,
+                                                  float* __restrict__ C, int T, int K, long long n_zero,
+                                                  long long thread, long long threads) {
+    const int lane = threadIdx.x & 31, nsb = K / 256;
+    for (long long unit = thread >> 5; unit < static_cast<long long>(T) * nsb; unit += threads >> 5)  // warp-uniform
+        quantize_unit(x, q8, d8, sums, unit, lane, nsb);
+    for (long long i = thread; i < n_zero; i += threads) C[i] = 0.0f;
+}
+
 }  // namespace dq8
 
-// The activation pass: one warp per (token, super-block), lane l quantizing k 8l .. 8l + 7 (q8_1.cuh's arithmetic, the
-// amax over the warp). It writes q8, d8 and sums in the layouts above and zeroes the first n_zero floats of C.
+// The activation pass: one warp per (token, super-block); it also zeroes the first n_zero floats of C.
 extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
                                           long long n_zero) {
     MMQ_LAUNCH_DEPENDENTS();
-    const int lane = threadIdx.x & 31, nsb = K / 256;
-    const long long unit = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) >> 5;  // (token, sb)
-    if (unit < static_cast<long long>(T) * nsb) {  // warp-uniform
-        const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
-        float v[8];
-        mmq::load8(x + unit * 256 + 8 * lane, v);
-        float amax = mmq::abs_max8(v);
-#pragma unroll
-        for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-        const float scale = mmq::q8_1_scale(amax);
-        uint32_t packed[2];
-        const int bsum = mmq::quad_quantize(v, scale, packed);  // the 32-block of lanes 4j .. 4j + 3
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {  // old word w = 2 lane + e of the super-block: chunk w / 16, word 4p + t of it
-            const int w = 2 * lane + e, chunk = w >> 4, p = (w >> 2) & 3, t = w & 3;
-            q8[unit * 64 + chunk * 16 + 4 * t + p] = packed[e];
-        }
-        if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = scale;
-        if ((lane & 3) == 0) {
-            const int j = lane >> 2;  // the 32-block: lane t = j / 2 of the min mma, pair element j % 2
-            const __half hi = __float2half_rn(static_cast<float>(bsum));
-            const __half lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
-            __half* out = sums + unit * 16 + 4 * (j >> 1) + (j & 1);
-            out[0] = hi, out[2] = lo;
-        }
-    }
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n_zero;
-         i += static_cast<long long>(gridDim.x) * blockDim.x)
-        C[i] = 0.0f;
+    dq8::quantize_and_zero(x, q8, d8, sums, C, T, K, n_zero, blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
+                           static_cast<long long>(gridDim.x) * blockDim.x);
 }
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
 // super-blocks, one token tile of 16 (blockIdx.z).
 extern "C" __global__ void __launch_bounds__(dq8::kThreads, MIN_BLOCKS)
 mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8, const float* __restrict__ D8,
-                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K, long long row_bytes) {
+                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K, long long row_bytes
+#if GRIDQ
+                   , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
+#endif
+) {
     using namespace dq8;
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -213,7 +233,30 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     };
 #pragma unroll
     for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+#if GRIDQ
+    {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
+        const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
+        quantize_and_zero(X, reinterpret_cast<uint32_t*>(const_cast<int8_t*>(Q8)), const_cast<float*>(D8),
+                          reinterpret_cast<__half*>(const_cast<uint2*>(S)), C, T, K, static_cast<long long>(T) * M,
+                          cta * kThreads + threadIdx.x, static_cast<long long>(ctas) * kThreads);
+        __syncthreads();  // this CTA's writes, then one arrival for it
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(arrived, 1u);
+            const unsigned target = epoch * ctas;  // the count after this launch's last arrival (wraps consistently)
+            unsigned seen;
+            for (long long polls = 0;; ++polls) {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
+                if (static_cast<int>(seen - target) >= 0) break;
+                if (polls > (1LL << 30)) __trap();  // a CTA that never arrives (not resident): an error, not a hang
+            }
+        }
+        __syncthreads();  // every CTA's activations are written and C is zeroed
+    }
+#else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
+#endif
     // the range's activations of the live token rows, one group after the ring's first RING - 1 slots
     for (int p = threadIdx.x; p < rows * nrange * 16; p += kThreads) {
         const int r = p / (nrange * 16), c = p % (nrange * 16);
