@@ -1,7 +1,7 @@
 """The int8 direct kernel's arithmetic run on the host, lane by lane, from the bytes it reads (kernels/mmq_direct_q8.py's
 weight and activation layouts): each index the .cu computes, the mma.sync fragment layouts of the PTX ISA (m16n8k32
 u8 x s8 and m16n8k16 f16, as kernels/cuda/mmq_core.cuh and wgmma_s8_ops.cuh read them), the scale words' bit
-operations, the per-super-block f32 step and the reds' butterfly. Where the kernel's indexing, a layout or the
+operations, the per-super-block f32 step and the reds' butterfly (fragment_reds.cuh). Where the kernel's indexing, a layout or the
 scale decode is wrong, this emulation misses the integer-contract reference (gates/parity.py, mode "int_k") off the
 GPU. (What it cannot check is the hardware: tests/test_gpu_direct_q8.py runs the kernel itself.)"""
 import numpy as np
@@ -70,8 +70,8 @@ def row_scales(head: np.ndarray):
     return sc, mpair, dd[:, 0] * np.float32(0.0625), dd[:, 1]
 
 
-def add_to_output(acc: np.ndarray, C: np.ndarray, row0: int, tok0: int, M: int, T: int) -> None:
-    """add_to_output() of the .cu: the butterfly among the lanes g = 4i + j of one t, then each lane's 4 rows."""
+def red_fragment_pair(acc: np.ndarray, C: np.ndarray, row0: int, tok0: int, M: int, T: int) -> None:
+    """red_fragment_pair() of fragment_reds.cuh: the butterfly among the lanes g = 4i + j of one t, then each lane's 4 rows."""
     j, i = G & 3, G >> 2
     for n in range(2):
         v = [acc[:, n, e].copy() for e in range(4)]
@@ -138,7 +138,7 @@ def emulate(problem, splits: int) -> np.ndarray:
                         assert np.abs(i16).max() < 2**31
                         v = (d16.astype(np.float64) * i16.astype(np.float32) - (dmin * msum[:, e])).astype(np.float32)
                         acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v + acc[:, n, e]).astype(np.float32)
-            add_to_output(acc, C, tile * 16, 0, M, T)
+            red_fragment_pair(acc, C, tile * 16, 0, M, T)
     return C
 
 

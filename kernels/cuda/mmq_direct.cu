@@ -49,6 +49,7 @@
 // multiplied by its own activation, and the sum over k is the GEMM's.
 #include "helper_kernels.cuh"
 #include "cluster.cuh"
+#include "fragment_reds.cuh"
 #include "mbarrier.cuh"
 #if WG
 #include "wgmma_ops.cuh"
@@ -615,42 +616,11 @@ __device__ __forceinline__ void sum_splits(const float* partial, float* C, int* 
 #endif
 
 #if ATOMIC
-// ATOMIC, a split K: the warp's accumulators added into C [T][M]. An m16n8 fragment gives lane (g, t) rows g, g + 8 of
-// tokens 2t, 2t + 1 (value e: token 2t + (e & 1), row g + 8 (e >> 1)). The four lanes g = 4i + j (j = 0..3) of one t
-// transpose their values (two butterfly rounds of 2 shuffles, every register index fixed: a lane-dependent index would
-// put the values in local memory), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1), and adds them
-// with one 16-byte red (4 scalar ones where M is not a multiple of 4).
+// ATOMIC, a split K: each m16 tile's fragment pair added into C [T][M] (fragment_reds.cuh); tok0 is the lane's token 2t
 __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* C, int row0, int tok0, int g, int M,
                                            int T) {
-    const int j = g & 3, i = g >> 2;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-            float v[4] = {acc[mt][n][0], acc[mt][n][1], acc[mt][n][2], acc[mt][n][3]};
-#pragma unroll
-            for (int m = 1; m <= 2; m <<= 1) {  // round m: lanes j and j ^ m swap the halves they do not keep
-                const bool upper = j & m;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    if (c & m) continue;
-                    const float y = __shfl_xor_sync(0xffffffffu, upper ? v[c] : v[c ^ m], m << 2);
-                    if (upper) v[c] = y; else v[c ^ m] = y;
-                }
-            }
-            // v[q] is now row 4i + q of combination j
-            const int tk = tok0 + 8 * n + (j & 1), r = row0 + 16 * mt + 4 * i + 8 * (j >> 1);
-            if (tk >= T || r >= M) continue;
-            float* p = C + static_cast<long long>(tk) * M + r;
-            if ((M & 3) == 0) {
-                asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
-                             "f"(v[3]) : "memory");
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) if (r + q < M) atomicAdd(p + q, v[q]);
-            }
-        }
-    }
+    for (int mt = 0; mt < MT; ++mt) mmq::red_fragment_pair(acc[mt], C, row0 + 16 * mt, tok0, g, M, T);
 }
 #endif
 

@@ -24,6 +24,7 @@
 //   d8       [T / 16 tiles][K / 256][16] f32: a token tile's scales of one super-block together
 //   sums     [T][K / 256][4 t][hi_2t, hi_2t+1, lo_2t, lo_2t+1] f16: lane t's B fragment of the min mma
 #include "helper_kernels.cuh"
+#include "fragment_reds.cuh"
 #include "mbarrier.cuh"
 #include "q8_1.cuh"
 
@@ -100,38 +101,6 @@ __device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
     const float2 dd = __half22float2(*reinterpret_cast<const __half2*>(&head.x));
     s.d16 = dd.x * 0.0625f, s.dmin = dd.y;
     return s;
-}
-
-// The split's partial sums added into C [T][M] (zeroed by the pass): the four lanes g = 4i + j of one t transpose their
-// fragment values (two butterfly rounds), so lane j holds rows 4i .. 4i + 3 (+ 8 (j >> 1)) of token 2t + (j & 1) (+ 8 n)
-// and adds them with one 16-byte red (scalar ones where M is not a multiple of 4).
-__device__ __forceinline__ void add_to_output(const float (&acc)[2][4], float* C, int row0, int tok0, int g, int t,
-                                              int M, int T) {
-    const int j = g & 3, i = g >> 2;
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-        float v[4] = {acc[n][0], acc[n][1], acc[n][2], acc[n][3]};
-#pragma unroll
-        for (int m = 1; m <= 2; m <<= 1) {
-            const bool upper = j & m;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                if (c & m) continue;
-                const float y = __shfl_xor_sync(0xffffffffu, upper ? v[c] : v[c ^ m], m << 2);
-                if (upper) v[c] = y; else v[c ^ m] = y;
-            }
-        }
-        const int tk = tok0 + 2 * t + 8 * n + (j & 1), r = row0 + 4 * i + 8 * (j >> 1);
-        if (tk >= T || r >= M) continue;
-        float* p = C + static_cast<long long>(tk) * M + r;
-        if ((M & 3) == 0) {
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
-                         "f"(v[3]) : "memory");
-        } else {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) if (r + q < M) atomicAdd(p + q, v[q]);
-        }
-    }
 }
 
 // One (token, super-block) `unit` of the activations quantized by one warp, lane l taking k 8l .. 8l + 7 (q8_1.cuh's
@@ -338,7 +307,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         d8 += 16;
         xrow[0] += 256, xrow[1] += 256;
     }
-    add_to_output(acc, C, row0, tok0, g, t, M, T);
+    mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass
 }
 
 extern "C" __constant__ int mmq_direct_q8_smem_bytes = dq8::kSmemBytes;
