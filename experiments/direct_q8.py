@@ -4,7 +4,7 @@ about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step 
 one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
 IMMA, the sub-block scales exact integer IMADs, and the f32 work once per super-block; the staged activations take
 half the shared memory, so 2 CTAs per SM keep a deeper ring. Searched: warps per CTA, CTAs per SM, ring depth,
-staged super-blocks (which set the K split), whether a ring slot is one bulk copy, whether the call is one launch (the grid quantizes, GRIDQ), and whether the GEMM is a dependent launch of its pass. Its incumbent
+staged super-blocks (which set the K split), whether a ring slot is one bulk copy, whether the call is one launch (the grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), and whether the GEMM is a dependent launch of its pass. Its incumbent
 is the `direct` champion of the regime."""
 from experiments.base import Lever
 from kernels import mmq_direct_q8
@@ -21,6 +21,7 @@ LEVER = Lever(
         "PDL": [0, 1],
         "BULK": [0, 1],  # each ring slot one bulk copy on an mbarrier, not 144 cp.async pieces
         "GRIDQ": [0, 1],  # one launch: the grid quantizes the activations itself, then meets at an arrival count (PDL 0)
+        "SBMAJOR": [0, 1],  # the weights super-block major: each loop step reads one contiguous run of slots
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

@@ -18,6 +18,10 @@ Parameters (compile time unless said):
               matrix, and C zeroed) while their first weights stream, then every CTA waits at a grid-wide arrival
               count (a monotonic counter: launch e waits for e x CTAs) before staging its range. Every CTA must be
               resident at once: the launcher refuses a grid the GPU does not hold in one wave
+  SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
+              K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
+  PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
+              landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -34,8 +38,9 @@ TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
 QTYPES = ("q4_K",)
 WARP_COUNTS = (2, 4, 8, 12, 16)
-DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ")
+DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
+            "PROBE": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "PROBE")
 SLOT_BYTES = TILE_ROWS * 144
 X_ROW_PAD = 64
 PASS_THREADS = 256
@@ -63,6 +68,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"RING={p['RING']} is not 2..8 super-blocks"
     if not 1 <= p["XSHARED"] <= 16:
         return f"XSHARED={p['XSHARED']} is not 1..16 super-blocks"
+    if p["SBMAJOR"] not in (0, 1):
+        return f"SBMAJOR={p['SBMAJOR']} is not 0 (tile major) or 1 (super-block major weights)"
+    if p["PROBE"] not in (0, 1, 2):
+        return f"PROBE={p['PROBE']}: 0, or a timing probe 1 (stream only) / 2 (no loop), wrong numbers"
     if p["BULK"] not in (0, 1):
         return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
     if p["GRIDQ"] not in (0, 1) or (p["GRIDQ"] and p["PDL"]):
@@ -74,9 +83,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     return mmq_base.smem_limit_reason(smem_bytes(p), device_info or {})
 
 
-def tile_weights(w_packed: np.ndarray) -> np.ndarray:
+def tile_weights(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
     """The kernel's weight layout of q4_K rows [M, K / 256 x 144]: M padded with zero rows to a multiple of 16, then
-    [M / 16][K / 256][16 rows][144], each row's 128 qs bytes permuted so that lane t of a quad reads its A fragments'
+    [M / 16][K / 256][16 rows][144] ([K / 256][M / 16][16 rows][144] with sb_major), each row's 128 qs bytes permuted so that lane t of a quad reads its A fragments'
     bytes as 32 contiguous ones at 16 + 32 t: for chunk c (32 qs bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and
     8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]."""
     m, row_bytes = w_packed.shape
@@ -85,7 +94,8 @@ def tile_weights(w_packed: np.ndarray) -> np.ndarray:
     padded[:m] = w_packed.reshape(m, nsb, 144)
     qs = padded[..., 16:].copy().reshape(-1, 4, 2, 4, 4)  # [.., chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
     padded[..., 16:] = qs.transpose(0, 3, 1, 2, 4).reshape(padded.shape[:2] + (128,))  # -> [.., t, c, h, i]
-    return np.ascontiguousarray(padded.reshape(tiles, TILE_ROWS, nsb, 144).transpose(0, 2, 1, 3))
+    order = (2, 0, 1, 3) if sb_major else (0, 2, 1, 3)
+    return np.ascontiguousarray(padded.reshape(tiles, TILE_ROWS, nsb, 144).transpose(*order))
 
 
 def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -115,6 +125,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.gridq = bool(variant.params.get("GRIDQ", 0))
+        self.sb_major = bool(variant.params.get("SBMAJOR", 0))
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         self.grid = (gy, gz, gx)
@@ -145,7 +156,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         return True  # reds into C, which the pass zeroes
 
     def host_weights(self, w_packed: np.ndarray) -> np.ndarray:
-        return tile_weights(w_packed)
+        return tile_weights(w_packed, self.sb_major)
 
     def alloc_activation(self, T: int, K: int) -> list:
         d, nsb, t_pad = self.device, K // 256, -(-T // TOKEN_TILE) * TOKEN_TILE

@@ -93,22 +93,25 @@ def red_fragment_pair(acc: np.ndarray, C: np.ndarray, row0: int, tok0: int, M: i
                         C[tk, r + q] += v[q][lane]
 
 
-def emulate(problem, splits: int) -> np.ndarray:
-    """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16)."""
+def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
+    """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
+    at the kernel's byte offset into the uploaded weights."""
     w = problem.workload
     M, K, T = w.M, w.K, w.T
-    nsb = K // 256
-    tiled = mmq_direct_q8.tile_weights(problem.w_packed)  # [tiles][nsb][16][144]
+    nsb, tiles = K // 256, -(-M // 16)
+    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major).reshape(-1)
+    slot_bytes = 16 * 144
     q8, d8, sums = mmq_direct_q8.pass_outputs(problem.x)
     sums = sums.reshape(T, nsb, 4, 4).view(np.uint32).reshape(T, nsb, 4, 2)  # lane t's uint2 (hi pair, lo pair)
     C = np.zeros((T, M), np.float32)
-    for tile in range(tiled.shape[0]):
+    for tile in range(tiles):
         for y in range(splits):
             sb_begin, sb_end = y * nsb // splits, (y + 1) * nsb // splits
             acc = np.zeros((32, 2, 4), np.float32)
             tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]  # the staged row (a dead token: the last one)
             for sb in range(sb_begin, sb_end):
-                slot = tiled[tile, sb]  # [16 rows][144]
+                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * slot_bytes
+                slot = uploaded[at:at + slot_bytes].reshape(16, 144)
                 rows = [slot[G], slot[G + 8]]
                 rs = [row_scales(words(r[:, :16])) for r in rows]
                 isum = np.zeros((2, 32, 2, 4), np.int64)
@@ -142,10 +145,11 @@ def emulate(problem, splits: int) -> np.ndarray:
     return C
 
 
-@pytest.mark.parametrize("M, K, T, splits", [(37, 512, 5, 1), (32, 768, 16, 2), (20, 1024, 1, 3)])
-def test_the_kernel_arithmetic_emulated_lane_by_lane_meets_the_int_k_contract(M, K, T, splits):
+@pytest.mark.parametrize("M, K, T, splits, sb_major", [(37, 512, 5, 1, False), (32, 768, 16, 2, False),
+                                                       (20, 1024, 1, 3, False), (37, 768, 7, 2, True)])
+def test_the_kernel_arithmetic_emulated_lane_by_lane_meets_the_int_k_contract(M, K, T, splits, sb_major):
     problem = random_problem(Workload("q4_K", M=M, K=K, T=T), np.random.default_rng([M, K, T]))
-    got = emulate(problem, splits)
+    got = emulate(problem, splits, sb_major)
     numbers, reason = parity.compare(got, parity.references(problem, "int_k"), parity.TIGHT_TOL)
     assert not reason, f"{reason} ({numbers})"
 

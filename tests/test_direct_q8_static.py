@@ -75,6 +75,22 @@ def test_tile_weights_puts_each_byte_where_the_kernel_reads_it():
     assert not tiled[1, :, 5:].any()  # rows 21..31: the zero padding
 
 
+def test_sb_major_weights_are_the_tiles_super_block_by_super_block():
+    packed = np.random.default_rng(8).integers(0, 256, (40, 3 * 144), dtype=np.uint8)
+    tile_major, sb_major = mmq_direct_q8.tile_weights(packed), mmq_direct_q8.tile_weights(packed, sb_major=True)
+    assert sb_major.shape == (3, 3, 16, 144)
+    np.testing.assert_array_equal(sb_major, tile_major.transpose(1, 0, 2, 3))
+
+
+@pytest.mark.parametrize("probe, kept", [(1, ("UBLKCP", "LDGSTS")), (2, ("REDG",))])
+def test_the_probes_leave_their_stage_out(probe, kept):
+    """PROBE 1 streams the weights and multiplies nothing (no IMMA); PROBE 2 has no loop (no IMMA, no slot refills)."""
+    compiled = mmq_direct_q8.FAMILY.compile_only({"PROBE": probe, "BULK": 1}, "q4_K")
+    sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+    assert "IMMA" not in sass and "HMMA" not in sass
+    assert all(op in sass for op in kept)
+
+
 def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     """Lane t's 16 bytes at 16 t of a 64-k chunk are k 4t.., 16 + 4t.., 32 + 4t.., 48 + 4t.. (the B fragments of
     both 32-blocks); d8 by token tile, super-block, token; the sums' hi + lo is each 32-block's sum of q."""
@@ -99,7 +115,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 
 @pytest.mark.parametrize("params, reason", [
     ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
-    ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"),
+    ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
+    ({"PROBE": 3}, "PROBE=3"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -109,7 +126,7 @@ def test_invalid_configurations_say_why(params, reason):
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
                                     {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
-                                    {"GRIDQ": 1, "PDL": 0, "BULK": 1}])
+                                    {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1}])
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, "q4_K")
     smem = mmq_direct_q8.smem_bytes(params)

@@ -22,6 +22,8 @@ CONFIGS = [
     {"BULK": 1, "RING": 3, "XSHARED": 3, "PDL": 0},
     {"GRIDQ": 1, "PDL": 0},  # one launch: the grid quantizes, then meets at the arrival count
     {"GRIDQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
+    {"SBMAJOR": 1},  # the weights super-block major
+    {"SBMAJOR": 1, "GRIDQ": 1, "PDL": 0, "BULK": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

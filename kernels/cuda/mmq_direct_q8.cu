@@ -52,6 +52,15 @@
 #ifndef GRIDQ  // 1: one launch: the GEMM's warps quantize the activations and zero C themselves (the pass's work, spread
 #define GRIDQ 0  // over the grid), then every CTA waits for all of them at a grid-wide arrival count before staging its
 #endif           // range; all CTAs must be resident at once (the launcher checks), and the weights stream meanwhile
+#ifndef SBMAJOR  // 1: the weights super-block major, [K / 256][M / 16][16][144]: at a loop step the warps of a K range
+#define SBMAJOR 0  // read one contiguous run of tiles' slots (0: [M / 16][K / 256][16][144], each warp its own run)
+#endif
+#ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
+#define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
+#endif
+#if PROBE < 0 || PROBE > 2 || SBMAJOR < 0 || SBMAJOR > 1
+#error "mmq_direct_q8.cu: PROBE 0..2, SBMAJOR 0..1"
+#endif
 #if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
     GRIDQ > 1 || (GRIDQ && PDL)
 #error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
@@ -171,7 +180,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     if (nrange > XSHARED) __trap();  // the launcher splits K so that a range fits
     const int row0 = (blockIdx.x * WARPS + warp) * 16, tok0 = blockIdx.z * 16, rows = min(16, T - tok0);
     const long long tile = min(row0 / 16, (M - 1) / 16);  // a warp past M streams the last tile and stores nothing
-    const uint8_t* src = W + (tile * nsb + sb_begin) * kSlotBytes + 16 * lane;  // this lane's first piece
+    const long long tiles = (M + 15) / 16, slot_stride = SBMAJOR ? tiles * kSlotBytes : kSlotBytes;  // next super-block
+    const uint8_t* src = W + (SBMAJOR ? sb_begin * tiles + tile : tile * nsb + sb_begin) * kSlotBytes + 16 * lane;
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + RING * WARPS * kSlotBytes;
     const bool last_piece = lane + 32 * (kCopies - 1) < kPieces;  // the lanes that copy a 5th piece of 144
@@ -198,7 +208,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         }
         mmq::cp_async_commit();  // one group per slot, empty past the range: the wait counts stay uniform
 #endif
-        src += kSlotBytes;
+        src += slot_stride;
     };
 #pragma unroll
     for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
@@ -238,7 +248,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
                             S + (static_cast<long long>(min(tok0 + g + 8, T - 1)) * nsb + sb_begin) * 4 + t};
     const float* d8 = D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 2 * t;
     const uint8_t* xrow[2] = {xs + g * kXStride + 16 * t, xs + (g + 8) * kXStride + 16 * t};
-    for (int s = 0; s < nrange; ++s) {
+    for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
 #if BULK
@@ -257,6 +267,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         }
 #endif
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
+        if constexpr (PROBE == 1) {
+            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 16 * t) & 0x007FFFFFu);
+            continue;
+        }
         const RowScales rs[2] = {row_scales(*reinterpret_cast<const uint4*>(slot), t),
                                  row_scales(*reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes), t)};
         // sum_j sc_j I_j per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n) over the low-nibble
@@ -306,6 +320,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         }
         d8 += 16;
         xrow[0] += 256, xrow[1] += 256;
+    }
+    if constexpr (PROBE == 2) {  // the prologue's copies land, as they would for the first super-block
+        mmq::cp_async_wait<0>();
+#if BULK
+        for (int s = 0; s < min(RING - 1, nrange); ++s) mmq::mbar_wait(&full[warp][s], 0);
+#endif
+        __syncthreads();
     }
     mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass
 }
