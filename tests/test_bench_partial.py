@@ -27,6 +27,20 @@ def test_a_variant_line_is_its_base_line_with_the_options_on_top():
     assert bench.line_config(line, champion) == {**champion, "L2PROMO": 3, "SPLITDEC": 1, "XLOAD": 2, "X16_INPUT": 1}
 
 
+def test_the_int8_direct_line_runs_its_champion_or_its_defaults_with_a_variant_s_options(tmp_path, monkeypatch):
+    """mmq_direct_q8 is a line (lever direct_q8, q4_K): with no champion it runs the family's defaults, and a variant's
+    options on top make a configuration the family accepts (the one-launch form here)."""
+    from kernels import mmq_direct_q8
+
+    monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))  # a root with no champions.json
+    line = bench.derived_line('q8gq=mmq_direct_q8:{"GRIDQ": 1, "PDL": 0}')
+    assert (line.family, line.lever, line.types) == ("mmq_direct_q8", "direct_q8", ("q4_K",))
+    params, origin = bench.line_params(line, "q4_K", 16, "sm_90")
+    assert (params, origin) == (mmq_direct_q8.DEFAULTS, "heuristic")
+    config = bench.line_config(line, params)
+    assert config["GRIDQ"] == 1 and mmq_direct_q8.invalid_reason(config, "q4_K") is None
+
+
 def test_a_variant_that_names_no_line_or_no_json_says_so():
     import pytest
 
