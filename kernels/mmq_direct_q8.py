@@ -133,8 +133,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
         self.arrived, self.epoch = None, 0
         if self.gridq:  # every CTA waits for all the others: they must all be resident at once
-            resident = mmq_base.cta_slots(handle["threads"], self.smem, device.info,
-                                          variant.resources.get("registers", 128))
+            smem = self.smem + variant.resources.get("smem_static_bytes", 0)  # (BULK's mbarriers are static)
+            resident = mmq_base.cta_slots(handle["threads"], smem, device.info, variant.resources.get("registers", 128))
             ctas = gx * gy * gz
             if ctas > resident:
                 self.release()

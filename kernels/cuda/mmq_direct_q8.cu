@@ -228,7 +228,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
             for (long long polls = 0;; ++polls) {
                 asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
                 if (static_cast<int>(seen - target) >= 0) break;
-                if (polls > (1LL << 30)) __trap();  // a CTA that never arrives (not resident): an error, not a hang
+                if (polls > (1LL << 22)) __trap();  // seconds without every arrival (a CTA not resident): an error, not a hang
             }
         }
         __syncthreads();  // every CTA's activations are written and C is zeroed
