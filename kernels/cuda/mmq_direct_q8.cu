@@ -236,12 +236,17 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
 #else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
 #endif
-    // the range's activations of the live token rows, one group after the ring's first RING - 1 slots
-    for (int p = threadIdx.x; p < rows * nrange * 16; p += kThreads) {
-        const int r = p / (nrange * 16), c = p % (nrange * 16);
-        mmq::cp_async16(xs + r * kXStride + 16 * c, Q8 + static_cast<long long>(tok0 + r) * K + sb_begin * 256 + 16 * c);
-    }
-    mmq::cp_async_commit();
+    // the range's activations of the live token rows after the ring's first RING - 1 slots: the first super-block in a
+    // group of its own (the loop starts on it), the rest in a second group (needed from the second super-block on)
+    auto stage = [&](int first, int count) {  // super-blocks first .. first + count - 1 of the range: 16 pieces each
+        for (int p = threadIdx.x; p < rows * count * 16; p += kThreads) {
+            const int r = p / (count * 16), c = first * 16 + p % (count * 16);
+            mmq::cp_async16(xs + r * kXStride + 16 * c, Q8 + static_cast<long long>(tok0 + r) * K + sb_begin * 256 + 16 * c);
+        }
+        mmq::cp_async_commit();
+    };
+    stage(0, min(1, nrange));
+    stage(1, max(0, nrange - 1));
 
     float acc[2][4] = {};
     const uint2* sums[2] = {S + (static_cast<long long>(min(tok0 + g, T - 1)) * nsb + sb_begin) * 4 + t,
@@ -252,19 +257,25 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
 #if BULK
-        if (s == 0) {
-            mmq::cp_async_wait<0>();  // this thread's share of the activations
-            __syncthreads();          // and every thread's
+        if (s < 2) {  // this thread's copies of super-block s's activations (the only cp.async groups), then every thread's
+            if (s == 0) mmq::cp_async_wait<1>(); else mmq::cp_async_wait<0>();
+            __syncthreads();
         }
         mmq::mbar_wait(&full[warp][s % RING], (s / RING) & 1);  // this super-block's slot
 #else
+        // groups in commit order: slots 0 .. RING - 2, the first super-block's activations, the rest's, then a slot per
+        // trip. Super-block s needs slot s (and for s < 2 an activation group): everything older than the groups that
+        // may stay pending is complete. s = 0: the rest's activations and slot RING - 1 pending; s = 1: the two slots
+        // after it (RING - 1 and RING; with RING = 2 only slot 2, newer than slot 1); later: the RING - 1 slots after s.
         if (s == 0) {
-            mmq::cp_async_wait<1>();  // the first slot and the activations (issued after the other prologue slots)
-            __syncthreads();          // and every thread's share of the activations
+            mmq::cp_async_wait<2>();
+        } else if (s == 1) {
+            mmq::cp_async_wait<(RING > 2 ? 2 : 1)>();
         } else {
-            mmq::cp_async_wait<RING - 1>();  // this super-block's slot
-            __syncwarp();
+            mmq::cp_async_wait<RING - 1>();
         }
+        if (s < 2) __syncthreads();  // and every thread's copies of super-block s's activations
+        else __syncwarp();           // and every lane's copies of the slot
 #endif
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
         if constexpr (PROBE == 1) {
