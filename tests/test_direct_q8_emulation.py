@@ -173,3 +173,24 @@ def test_the_pass_index_arithmetic_writes_the_documented_layout():
                     flat[unit * 64 + chunk * 16 + 4 * t + p] = old[tok, 64 * sb + wd]
     want, _, _ = mmq_direct_q8.pass_outputs(x)
     np.testing.assert_array_equal(flat.view(np.int8).reshape(3, 512), want)
+
+
+def cp_async_wait_count(s: int, ring: int) -> int:
+    """The cp.async.wait_group count of trip s in mmq_direct_q8_gemm's ring (BULK 0), as the .cu sets it."""
+    return 2 if s == 0 else (2 if ring > 2 else 1) if s == 1 else ring - 1
+
+
+@pytest.mark.parametrize("ring", range(2, 9))
+def test_each_trip_s_wait_leaves_its_slot_and_activations_landed(ring):
+    """cp.async groups complete in commit order and wait_group N leaves only the newest N pending. Committed: slots
+    0 .. RING - 2, the first super-block's activations, the rest's, then one slot (empty past the range) per trip before
+    its wait. At every trip of every range length the groups it reads (slot s; the first activations from trip 0, the
+    rest from trip 1) are among the complete ones (a group once complete stays so)."""
+    for nrange in range(1, 17):
+        committed = [("slot", i) for i in range(ring - 1)] + [("act", 0), ("act", 1)]
+        complete = set()
+        for s in range(nrange):
+            committed.append(("slot", s + ring - 1))
+            complete |= set(committed[:len(committed) - cp_async_wait_count(s, ring)])
+            needed = {("slot", s), ("act", 0)} | ({("act", 1)} if s >= 1 else set())
+            assert needed <= complete, (ring, nrange, s, needed - complete)
