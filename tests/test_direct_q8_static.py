@@ -178,3 +178,15 @@ def test_gridq_refuses_a_grid_the_gpu_does_not_hold_at_once():
     with pytest.raises(ValueError, match="GRIDQ=1: 224 CTAs .* holds 132 at once"):
         recorded({"GRIDQ": 1, "PDL": 0, "MIN_BLOCKS": 1}, registers=255)
     assert "with PDL 0" in mmq_direct_q8.invalid_reason({"GRIDQ": 1, "PDL": 1}, "q4_K")
+
+
+def test_gridq_reads_what_its_own_launch_wrote_through_l2_not_the_read_only_path():
+    """With GRIDQ the launch writes the scales and sums it then reads: their 8-byte loads must be coherent (LDG .STRONG.GPU,
+    __ldcg), not the non-coherent read-only path (.CONSTANT) the pass-fed kernel may use."""
+    def loads(params):
+        sass = mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass
+        return sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+
+    assert "LDG.E.64.CONSTANT" in loads({})
+    gridq = loads({"GRIDQ": 1, "PDL": 0})
+    assert "LDG.E.64.CONSTANT" not in gridq and "LDG.E.64.STRONG.GPU" in gridq

@@ -68,11 +68,18 @@
 
 namespace dq8 {
 
-constexpr int kThreads = 32 * WARPS, kCtaRows = 16 * WARPS;
+constexpr int kThreads = 32 * WARPS;
 constexpr int kBlockBytes = 144, kSlotBytes = 16 * kBlockBytes;
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride;
+
+// The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, so through L2 (__ldcg), never
+// the read-only path a const __restrict__ pointer would allow (it is not coherent with the same kernel's stores)
+template <class V>
+__device__ __forceinline__ V load_pass_output(const V* p) {
+    if constexpr (GRIDQ) return __ldcg(p); else return *p;
+}
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -167,7 +174,8 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
 // super-blocks, one token tile of 16 (blockIdx.z).
 extern "C" __global__ void __launch_bounds__(dq8::kThreads, MIN_BLOCKS)
 mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8, const float* __restrict__ D8,
-                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K, long long row_bytes
+                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K,
+                   long long /* row_bytes: the tile layout has its own strides */
 #if GRIDQ
                    , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
 #endif
@@ -316,10 +324,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
         // the super-block's f32 step: d8 (d/16 float(isum) - dmin sum_j m_j bsum_j) per element
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-            const uint2 bs = *sums[n];
+            const uint2 bs = load_pass_output(sums[n]);
             float msum[4];
             mma_f16(msum, rs[0].mpair, rs[1].mpair, bs.x, bs.y);
-            const float2 scale = *reinterpret_cast<const float2*>(d8 + 8 * n);
+            const float2 scale = load_pass_output(reinterpret_cast<const float2*>(d8 + 8 * n));
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const RowScales& r = rs[e >> 1];
