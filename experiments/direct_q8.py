@@ -1,5 +1,5 @@
 """Lever `direct_q8`: the `direct` lever's few-token q4_K GEMM on int8 tensor cores (kernels/cuda/mmq_direct_q8.cu).
-The f16 direct kernel spends ~340 instructions per super-block and warp (perf log runs 69-81), in a loop that issues
+The f16 direct kernel spends ~331 instructions per super-block and warp (perf log runs 69-81), in a loop that issues
 about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step an HMMA. With int8 activations and
 one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
 IMMA, the sub-block scales exact integer IMADs, and the f32 work once per super-block; the staged activations take
