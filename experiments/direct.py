@@ -38,7 +38,7 @@ LEVER = Lever(
         "CARVEOUT": [0, 1],  # the pass and reduce take the GEMM's shared-memory carveout (no SM reconfiguration between them)
         "WG": [0, 1],  # with XSHARED, MINSUM, MT 1: each k16 step one wgmma m64n16k16 per 4 warps (A from registers)
         "XFUSE": [0, 1],  # with XSHARED: one launch, each CTA converts its own K range's f32 activations (no pass)
-        "WTILE": [0, 1],  # the weights uploaded in warp tiles: each ring slot one contiguous range
+        "WTILE": [0, 1, 2],  # the weights uploaded in warp tiles: each ring slot one contiguous range (2: super-block major)
         "CLUSTER": [1, 7, 8],  # the K splits of a row tile as one thread-block cluster summing in shared memory (7, 8: T=16's)
     },
     fixed={"SPLITK": 0},

@@ -47,7 +47,9 @@ Parameters (compile time unless said):
               a define only so that the module, which holds the attribute, is its own)
   WTILE       1 (with a RING, not L2PF 2): the weights reordered once, as they are uploaded, into warp tiles: each ring
               slot (one super-block of a warp's 16 MT rows) is 16 MT x 144 contiguous bytes and a tile's super-blocks
-              follow one another, so each warp streams one contiguous range, not 16 MT rows 8 KB apart
+              follow one another, so each warp streams one contiguous range, not 16 MT rows 8 KB apart. 2: the same
+              slots super-block major ([K / 256][tiles][16 MT][144]): at each loop step a K range's warps read one
+              contiguous run of slots, the way a pure read walks memory
   PROBE       timing probes, not kernels (wrong numbers; with a RING): each leaves one stage of the loop out,
               to say what that stage costs. 1: the weights are not streamed past the first slots; 2: the raw
               words are the A registers (no dequant math); 3: one chunk of activations, loaded before the loop;
@@ -155,8 +157,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                 "is summed over the staged rows) and without ATOMIC or FIXUP (other ways of adding the splits)")
     if p["CLUSTER"] > 1 and TOKEN_TILE * (p["BM"] + 4) * 4 > staged_bytes(p):
         return f"CLUSTER={p['CLUSTER']}: the {p['BM']}-row partial tile does not fit XSHARED={p['XSHARED']}'s staged rows"
-    if p["WTILE"] not in (0, 1) or (p["WTILE"] and (not p["RING"] or p["L2PF"] == 2)):
-        return f"WTILE={p['WTILE']}: 0, or 1 with a RING (its slots are the tiles) and without L2PF 2 (a per-row prefetch)"
+    if p["WTILE"] not in (0, 1, 2) or (p["WTILE"] and (not p["RING"] or p["L2PF"] == 2)):
+        return (f"WTILE={p['WTILE']}: 0, or 1 / 2 (tile / super-block major) with a RING (its slots are the tiles) and "
+                "without L2PF 2 (a per-row prefetch)")
     if p["PROBE"] not in range(7) or (p["PROBE"] and not p["RING"]) or (p["PROBE"] >= 5 and p["WG"]):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1..6 of the ring kernel (wrong numbers; 5, 6 not with WG)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -183,6 +186,7 @@ class DirectBound(mmq_f16.F16Bound):
         self.minsum = bool(variant.params.get("MINSUM", 0))
         p = full_params(variant.params)
         self.tile_rows = 16 * p["MT"] if p["WTILE"] else 0  # WTILE: the weights in warp tiles of this many rows
+        self.sb_major = p["WTILE"] == 2
         self.fused = bool(variant.params.get("XFUSE", 0))  # no pass: the GEMM converts the f32 activations
         self.own_pass = (not self.fused and not variant.params.get("X16_INPUT", 0)  # direct_pass, not the f16 path's
                          and (self.minsum or bool(variant.params.get("ATOMIC", 0))))
@@ -207,7 +211,7 @@ class DirectBound(mmq_f16.F16Bound):
         return (self.out.ptr, self.counters.ptr) if self.counters is not None else ()
 
     def host_weights(self, w_packed: np.ndarray) -> np.ndarray:
-        return tile_weights(w_packed, self.tile_rows) if self.tile_rows else w_packed
+        return tile_weights(w_packed, self.tile_rows, self.sb_major) if self.tile_rows else w_packed
 
     def has_pass(self) -> bool:
         return not self.fused and super().has_pass()
@@ -300,14 +304,16 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return [DEFAULTS, heuristic_params(16)]
 
 
-def tile_weights(w_packed: np.ndarray, rows: int) -> np.ndarray:
+def tile_weights(w_packed: np.ndarray, rows: int, sb_major: bool = False) -> np.ndarray:
     """WTILE's layout of q4_K rows [M, K / 256 x 144]: M padded with zero rows to a multiple of `rows`, then for each tile of
-    `rows` rows its super-blocks in order, each the tile's `rows` x 144 bytes (row-major): [M / rows][K / 256][rows][144]."""
+    `rows` rows its super-blocks in order, each the tile's `rows` x 144 bytes (row-major): [M / rows][K / 256][rows][144];
+    sb_major (WTILE 2): [K / 256][M / rows][rows][144]."""
     m, row_bytes = w_packed.shape
     tiles, nsb = -(-m // rows), row_bytes // 144
     padded = np.zeros((tiles * rows, row_bytes), np.uint8)
     padded[:m] = w_packed
-    return np.ascontiguousarray(padded.reshape(tiles, rows, nsb, 144).transpose(0, 2, 1, 3))
+    order = (2, 0, 1, 3) if sb_major else (0, 2, 1, 3)
+    return np.ascontiguousarray(padded.reshape(tiles, rows, nsb, 144).transpose(*order))
 
 
 def check_minsum_scales(w_packed: np.ndarray) -> None:

@@ -647,3 +647,27 @@ def test_wtile_uploads_the_weights_in_warp_tiles_and_streams_each_slot_as_one_ra
 
     plain, tiled_loop = loop(0), loop(1)
     assert tiled_loop["HMMA"] == plain["HMMA"] and sum(tiled_loop.values()) <= sum(plain.values())  # (6 fewer: no row strides)
+
+
+def test_wtile_2_uploads_the_same_slots_super_block_major():
+    """WTILE=2: the same tiles' slots as WTILE 1, ordered [K / 256][tiles][16 MT][144] (a K range's warps read one contiguous
+    run at each loop step); the bound uploads that order, and the kernel's loop keeps its HMMA count with no local memory."""
+    from kernels import quant
+    from kernels.family import Problem, Workload
+    from tests.recording_device import recorded_bound
+
+    M, K, T = 37, 768, 16
+    rng = np.random.default_rng(16)
+    w = quant.get("q4_K").random_packed(M, K, rng)
+    np.testing.assert_array_equal(mmq_direct.tile_weights(w, 16, sb_major=True),
+                                  mmq_direct.tile_weights(w, 16).transpose(1, 0, 2, 3))
+    problem = Problem(Workload("q4_K", M, K, T), w, rng.standard_normal((T, K)).astype(np.float32))
+    _, bound = recorded_bound(mmq_direct.FAMILY, {**PROBED, "WTILE": 2}, problem, 84)
+    want = mmq_direct.tile_weights(w, 16, sb_major=True).reshape(-1)
+    np.testing.assert_array_equal(bound.w[0].array[:want.size], want)
+    assert "WTILE=3" in mmq_direct.invalid_reason({**PROBED, "WTILE": 3}, "q4_K")
+    built = mmq_direct.FAMILY.compile_only({**PROBED, "WTILE": 2}, "q4_K")
+    summary = built.summary([mmq_direct.FAMILY.kernel_name])
+    assert summary["spill_store_bytes"] == 0 and summary["local_mem_ops"] == 0, summary
+    before, after = nvcc.sass_main_loop(built.sass, mmq_direct.FAMILY.kernel_name, "HMMA")
+    assert (before + after)["HMMA"] == 34

@@ -126,10 +126,11 @@
 #error "mmq_direct.cu: CLUSTER is 1..8; above 1 with XSHARED (its tile is summed there), without ATOMIC and FIXUP"
 #endif
 #ifndef WTILE  // 1: the weights in warp tiles (kernels/mmq_direct.py tile_weights): each ring slot, a super-block of a warp's
-#define WTILE 0  // 16 MT rows, is 16 MT x 144 contiguous bytes, the tile's super-blocks one after another
-#endif
-#if WTILE && (WTILE != 1 || RING == 0 || L2PF == 2)
-#error "mmq_direct.cu: WTILE is 0, or 1 with a RING and without L2PF 2 (its per-row prefetch)"
+#define WTILE 0  // 16 MT rows, is 16 MT x 144 contiguous bytes, the tile's super-blocks one after another; 2: the same
+#endif           // slots super-block major (all tiles' slots of super-block 0, then of 1, ...): a K range's warps read one
+                 // contiguous run at each loop step
+#if WTILE && (WTILE > 2 || RING == 0 || L2PF == 2)
+#error "mmq_direct.cu: WTILE is 0, or 1 / 2 with a RING and without L2PF 2 (its per-row prefetch)"
 #endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): each leaves one stage of the loop out. 1: no weight
 #define PROBE 0  // stream past the first RING - 1 slots; 2: the raw words as A (no dequant math); 3: one chunk of
@@ -820,9 +821,15 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
         // warp-uniform; WTILE: the warp's tile row0 / kWarpRows of nsb slots
         // (a warp past M reads the last tile and stores nothing)
         const long long tile = min(row0 / kWarpRows, (M - 1) / kWarpRows);
+#if WTILE == 2
+        const long long tiles = (M + kWarpRows - 1) / kWarpRows;
+        const uint8_t* base = W + (sb_begin * tiles + tile) * kSlotBytes;
+        const long long kNextBlock = tiles * kSlotBytes;  // the next super-block's offset
+#else
         const uint8_t* base = WTILE ? W + (tile * nsb + sb_begin) * kSlotBytes
                                     : W + static_cast<long long>(row0) * row_bytes + sb_begin * kBlockBytes;
         constexpr int kNextBlock = WTILE ? kSlotBytes : kBlockBytes;  // the next super-block's offset
+#endif
         if constexpr (L2PF == 2) {  // rows are 16-byte multiples (144-byte super-blocks), so each range is bulk-aligned
             if (lane < kWarpRows && row0 + lane < M)
                 asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + lane * row_bytes),
