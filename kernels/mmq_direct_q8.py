@@ -84,18 +84,17 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
 
 
 def tile_weights(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
-    """The kernel's weight layout of q4_K rows [M, K / 256 x 144]: M padded with zero rows to a multiple of 16, then
-    [M / 16][K / 256][16 rows][144] ([K / 256][M / 16][16 rows][144] with sb_major), each row's 128 qs bytes permuted so that lane t of a quad reads its A fragments'
-    bytes as 32 contiguous ones at 16 + 32 t: for chunk c (32 qs bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and
-    8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]."""
+    """The kernel's weight layout of q4_K rows [M, K / 256 x 144]: the direct kernel's warp tiles of 16 rows
+    (kernels.mmq_direct.tile_weights: [M / 16][K / 256][16 rows][144], or super-block major), each row's 128 qs bytes
+    permuted so that lane t of a quad reads its A fragments' bytes as 32 contiguous ones at 16 + 32 t: for chunk c (32 qs
+    bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and 8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]."""
+    from kernels import mmq_direct
+
     m, row_bytes = w_packed.shape
-    tiles, nsb = -(-m // TILE_ROWS), row_bytes // 144
-    padded = np.zeros((tiles * TILE_ROWS, nsb, 144), np.uint8)
-    padded[:m] = w_packed.reshape(m, nsb, 144)
-    qs = padded[..., 16:].copy().reshape(-1, 4, 2, 4, 4)  # [.., chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
-    padded[..., 16:] = qs.transpose(0, 3, 1, 2, 4).reshape(padded.shape[:2] + (128,))  # -> [.., t, c, h, i]
-    order = (2, 0, 1, 3) if sb_major else (0, 2, 1, 3)
-    return np.ascontiguousarray(padded.reshape(tiles, TILE_ROWS, nsb, 144).transpose(*order))
+    blocks = w_packed.reshape(m, row_bytes // 144, 144).copy()
+    qs = blocks[..., 16:].reshape(m, -1, 4, 2, 4, 4)  # [row, sb, chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
+    blocks[..., 16:] = qs.transpose(0, 1, 4, 2, 3, 5).reshape(m, -1, 128)  # -> [row, sb, t, c, h, i]
+    return mmq_direct.tile_weights(blocks.reshape(m, row_bytes), TILE_ROWS, sb_major)
 
 
 def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
