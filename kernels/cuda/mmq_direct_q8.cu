@@ -27,6 +27,7 @@
 #include "fragment_reds.cuh"
 #include "mbarrier.cuh"
 #include "q8_1.cuh"
+#include "wgmma_smem.cuh"  // fence_proxy_async (BULK)
 
 #if QTYPE != 0
 #error "mmq_direct_q8.cu: q4_K only (QTYPE 0)"
@@ -204,6 +205,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
 #if BULK
         if (live && lane == 0) {
             uint64_t* bar = &full[warp][s % RING];
+            // the warp's reads of the slot's last contents (ordered by the __syncwarp before) come before the copy
+            // engine's writes: a proxy fence between the generic and the async proxy
+            mmqwg::fence_proxy_async();
             mmq::mbar_arrive_expect_tx(bar, kSlotBytes);
             mmq::bulk_copy_g2s(ring + (s % RING) * kSlotBytes, src - 16 * lane, kSlotBytes, bar);
         }
