@@ -193,7 +193,6 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     const uint8_t* src = W + (SBMAJOR ? sb_begin * tiles + tile : tile * nsb + sb_begin) * kSlotBytes + 16 * lane;
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + RING * WARPS * kSlotBytes;
-    const bool last_piece = lane + 32 * (kCopies - 1) < kPieces;  // the lanes that copy a 5th piece of 144
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
     if (lane < RING) mmq::mbar_init(&full[warp][lane], 1);
@@ -212,6 +211,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
             mmq::bulk_copy_g2s(ring + (s % RING) * kSlotBytes, src - 16 * lane, kSlotBytes, bar);
         }
 #else
+        const bool last_piece = lane + 32 * (kCopies - 1) < kPieces;  // the lanes that copy a 5th piece of 144
         uint8_t* slot = ring + (s % RING) * kSlotBytes + 16 * lane;
         if (live) {
 #pragma unroll
