@@ -8,8 +8,9 @@
 #                    dram__bytes_read.sum (NCU_METRICS: another comma-separated list); NCU_KERNEL picks the
 #                    kernel (default regex:_gemm$; mmq_moe_grouped for the MoE GEMM)
 #   clusters:        scripts/cluster_occupancy.py (how many thread-block clusters fit at once)
-#   floor ARGS...:   scripts/launch_floor.py (the least a call between CUDA events costs: an empty launch, a wave,
-#                    one DRAM round trip, a pure read of the weights)
+#   floor ARGS...:   scripts/launch_floor.py (the least a call costs, per call back to back as the bench times it and
+#                    alone: an empty launch, a wave, one DRAM round trip, a pure read of the weights by loads and by
+#                    the copy engine)
 # Each step runs under `timeout $STEP_TIMEOUT` (default 560 s: a hung kernel ends its step, not the
 # call); a failing `tests` step ends the call, so no step times a kernel that is not parity-clean.
 set -uo pipefail
