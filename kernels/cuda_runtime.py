@@ -247,7 +247,7 @@ class CudaDevice:
         self._context.push()
         self._enqueue_ns_per_call = 0.0  # host launch time per timed call, learnt by time_once
         self._modules: dict[str, Module] = {}
-        self._dependent: dict = {}  # (cubin key, kernel) -> DependentKernel
+        self._dependent: dict = {}  # (launch kind, cubin key, kernel) -> DependentKernel or CooperativeKernel
         self._buffers: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
         self.info = self._read_info()
         self._start, self._end = drv.Event(), drv.Event()
@@ -297,9 +297,18 @@ class CudaDevice:
         """`name` of a loaded cubin as a programmatic dependent launch (kernels/dependent_launch.py)."""
         from kernels.dependent_launch import DependentKernel
 
-        key = (compiled.key, name)
+        return self._launched_ex(DependentKernel, compiled, name, smem_bytes)
+
+    def cooperative_kernel(self, compiled: nvcc.Compiled, name: str, smem_bytes: int):
+        """`name` of a loaded cubin as a cooperative launch: all its CTAs at once, or an error."""
+        from kernels.dependent_launch import CooperativeKernel
+
+        return self._launched_ex(CooperativeKernel, compiled, name, smem_bytes)
+
+    def _launched_ex(self, kind, compiled: nvcc.Compiled, name: str, smem_bytes: int):
+        key = (kind.__name__, compiled.key, name)
         if key not in self._dependent:
-            self._dependent[key] = DependentKernel(compiled.cubin, name, smem_bytes, CudaError)
+            self._dependent[key] = kind(compiled.cubin, name, smem_bytes, CudaError)
         return self._dependent[key]
 
     def compile_and_load(self, source: str, extra_options=()) -> Module:

@@ -1,19 +1,27 @@
-"""Programmatic dependent launch (Hopper): a kernel launched with cuLaunchKernelEx and the
-programmatic-stream-serialization attribute may start while the kernel before it in the stream
-still runs, once every CTA of that kernel has executed `griddepcontrol.launch_dependents`; it
-waits for the earlier kernel's writes where it executes `griddepcontrol.wait`. The GEMM uses it
-to load weights and set up its pipeline while the activation pass runs.
+"""Launches through cuLaunchKernelEx with one launch attribute.
 
-PyCUDA launches through cuLaunchKernel only and does not hand out its CUfunction, so the
-dependent kernel is loaded a second time here, through the driver API (ctypes), from the same
-cubin, in the context PyCUDA made current."""
+Programmatic dependent launch (Hopper): a kernel launched with the programmatic-stream-serialization
+attribute may start while the kernel before it in the stream still runs, once every CTA of that kernel
+has executed `griddepcontrol.launch_dependents`; it waits for the earlier kernel's writes where it
+executes `griddepcontrol.wait`. The GEMM uses it to load weights and set up its pipeline while the
+activation pass runs.
+
+Cooperative launch: the driver places every CTA of the grid on the GPU at once, or refuses the launch
+(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE); a kernel whose CTAs wait for one another (mmq_direct_q8's
+GRIDQ) needs that guarantee, which a plain launch does not give.
+
+PyCUDA launches through cuLaunchKernel only and does not hand out its CUfunction, so the kernel is
+loaded a second time here, through the driver API (ctypes), from the same cubin, in the context
+PyCUDA made current."""
 from __future__ import annotations
 
 import ctypes
 
 import numpy as np
 
-CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # cuda.h
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2  # cuda.h
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
@@ -27,10 +35,15 @@ class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
                 ("num_attrs", ctypes.c_uint)]
 
 
-def programmatic_attribute() -> LaunchAttribute:
-    attr = LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-    attr.value[0] = 1  # programmaticStreamSerializationAllowed (an int, little-endian)
+def flag_attribute(attribute_id: int) -> LaunchAttribute:
+    """An attribute whose value is an int set to 1 (programmaticStreamSerializationAllowed, cooperative)."""
+    attr = LaunchAttribute(id=attribute_id)
+    attr.value[0] = 1  # (an int, little-endian)
     return attr
+
+
+def programmatic_attribute() -> LaunchAttribute:
+    return flag_attribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
 
 
 def c_argument(value, fmt: str):
@@ -45,6 +58,8 @@ class DependentKernel:
     """One __global__ function of a cubin, launched on the legacy default stream as a
     programmatic dependent of whatever kernel precedes it there."""
 
+    attribute_id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
     def __init__(self, cubin: bytes, name: str, smem_bytes: int, error) -> None:
         self.name, self._error = name, error
         self._lib = ctypes.CDLL("libcuda.so.1")
@@ -54,9 +69,12 @@ class DependentKernel:
                     "cuModuleGetFunction")
         self._check(self._lib.cuFuncSetAttribute(self._func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                  int(smem_bytes)), "cuFuncSetAttribute")
-        self._attr = programmatic_attribute()
+        self._attr = flag_attribute(self.attribute_id)
 
     def _check(self, rc: int, what: str) -> None:
+        if rc == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+            raise self._error(f"{what} for {self.name}: the grid's CTAs do not all fit on the GPU at once "
+                              f"(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)")
         if rc != 0:
             raise self._error(f"{what} for {self.name} failed with CUresult {rc}")
 
@@ -77,3 +95,9 @@ class DependentKernel:
         config = LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), int(smem), None,
                               ctypes.pointer(self._attr), 1)
         self._check(self._lib.cuLaunchKernelEx(ctypes.byref(config), self._func, params, None), "cuLaunchKernelEx")
+
+
+class CooperativeKernel(DependentKernel):
+    """The same, launched cooperatively: every CTA resident at once, or the launch is refused."""
+
+    attribute_id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE

@@ -107,9 +107,10 @@ def check_shape(qtype: str, M: int, K: int, T: int) -> None:
 
 def ctas_per_sm(n_threads: int, smem: int, device_info: dict, regs: int) -> int:
     """CTAs of `n_threads` threads, `smem` bytes and `regs` registers per thread that one SM
-    holds at once (>= 1)."""
+    holds at once (>= 1): registers are given out 8 per thread at a time, and an SM holds 32 CTAs at most."""
+    regs = -(-max(1, regs) // 8) * 8
     return max(1, min(device_info.get("smem_per_sm", 228 * 1024) // (smem + 1024), 2048 // n_threads,
-                      65536 // max(1, regs * n_threads)))
+                      65536 // (regs * n_threads), 32))
 
 
 def cta_slots(n_threads: int, smem: int, device_info: dict, regs: int) -> int:

@@ -58,6 +58,12 @@ def smem_bytes(params: dict) -> int:
     return p["RING"] * p["WARPS"] * SLOT_BYTES + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD)
 
 
+def static_smem_bytes(params: dict) -> int:
+    """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each)."""
+    p = full_params(params)
+    return 8 * p["WARPS"] * p["RING"] if p["BULK"] else 0
+
+
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
     p = full_params(params)
     if qtype not in QTYPES:
@@ -80,7 +86,7 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
-    return mmq_base.smem_limit_reason(smem_bytes(p), device_info or {})
+    return mmq_base.smem_limit_reason(smem_bytes(p) + static_smem_bytes(p), device_info or {})
 
 
 def tile_weights(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
@@ -132,13 +138,15 @@ class DirectQ8Bound(mmq_base.MMQBound):
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
         self.arrived, self.epoch = None, 0
         if self.gridq:  # every CTA waits for all the others: they must all be resident at once
-            smem = self.smem + variant.resources.get("smem_static_bytes", 0)  # (BULK's mbarriers are static)
-            resident = mmq_base.cta_slots(handle["threads"], smem, device.info, variant.resources.get("registers", 128))
+            resident = mmq_base.cta_slots(handle["threads"], self.smem + static_smem_bytes(variant.params), device.info,
+                                          variant.resources.get("registers", 128))
             ctas = gx * gy * gz
             if ctas > resident:
                 self.release()
                 raise ValueError(f"mmq_direct_q8 GRIDQ=1: {ctas} CTAs for {self.wl.M}x{self.wl.K} at T={self.wl.T}, "
                                  f"but this GPU holds {resident} at once (the grid-wide wait needs them all); use GRIDQ=0")
+            # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate above erred
+            self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
             self.arrived = device.to_device(np.zeros(1, np.uint32))
 
     def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
@@ -149,7 +157,9 @@ class DirectQ8Bound(mmq_base.MMQBound):
                 raise ValueError(f"mmq_direct_q8: SPLITK={params['SPLITK']} leaves more than XSHARED="
                                  f"{params['XSHARED']} super-blocks per CTA at K={self.wl.K}; need >= {need}")
             return min(params["SPLITK"], self.wl.K // 256)
-        return max(need, super().choose_split({**params, "SPLITK": 0}, registers, n_threads))
+        wl, smem = self.wl, self.smem + static_smem_bytes(params)  # (a CTA's whole shared memory sets how many fit)
+        return max(need, mmq_base.choose_splitk({**params, "SPLITK": 0}, smem, wl.M, wl.T, wl.K, self.device.info,
+                                                registers, n_threads))
 
     def splits_summed_in_kernel(self, params: dict) -> bool:
         return True  # reds into C, which the pass zeroes
@@ -168,7 +178,11 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def run(self) -> None:
         self.epoch = (self.epoch + 1) % 2**32  # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32)
-        super().run()
+        try:
+            super().run()
+        except Exception:
+            self.epoch = (self.epoch - 1) % 2**32  # no CTA of a launch that failed arrives: the next one waits for e
+            raise
 
     def release(self) -> None:
         super().release()

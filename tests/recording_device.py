@@ -34,6 +34,9 @@ class RecordingDevice:
     def dependent_kernel(self, compiled, name: str, smem: int) -> SimpleNamespace:
         return SimpleNamespace(launch=lambda *launch: self.launches.append((f"{name} (dependent)", *launch)))
 
+    def cooperative_kernel(self, compiled, name: str, smem: int) -> SimpleNamespace:
+        return SimpleNamespace(launch=lambda *launch: self.launches.append((f"{name} (cooperative)", *launch)))
+
     def tensor_map_f16(self, buf, rows: int, cols: int, box_rows: int, box_cols: int, l2_promotion: int = 2):
         self.tensor_maps.append((buf.ptr, rows, cols, box_rows, box_cols, l2_promotion))
         return self._buffer(np.zeros(128, np.uint8))

@@ -133,6 +133,7 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     gemm = compiled.summary(["mmq_direct_q8_gemm", "direct_q8_pass"],
                             dynamic_smem_bytes={"mmq_direct_q8_gemm": smem})["kernels"]["mmq_direct_q8_gemm"]
     assert gemm["spill_store_bytes"] == 0 and gemm["spill_load_bytes"] == 0
+    assert gemm["smem_static_bytes"] == mmq_direct_q8.static_smem_bytes(params)  # what the launcher adds to the dynamic
     p = mmq_direct_q8.full_params(params)
     assert gemm["registers"] <= 65536 // (32 * p["WARPS"] * p["MIN_BLOCKS"])
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
@@ -164,12 +165,25 @@ def test_the_launches_are_the_pass_then_the_gemm_as_its_dependent():
     assert list(gemm_args[1:4]) == [buf.ptr for buf in bound.scratch] and len(gemm_args) == 9
 
 
-def test_gridq_is_one_launch_with_the_activations_a_counter_and_each_launch_s_epoch():
+def test_gridq_is_one_cooperative_launch_with_the_activations_a_counter_and_each_launch_s_epoch():
+    """One launch per call, cooperative (the driver places every CTA at once or refuses), the counter and the epoch
+    that launch waits for; a launch that fails on the host gives its epoch back, so the next one does not wait for
+    arrivals that never come."""
     device, bound = recorded({"GRIDQ": 1, "PDL": 0})
     bound.run(), bound.run()
-    assert [name for name, *_ in device.launches] == ["gemm", "gemm"]
+    assert [name for name, *_ in device.launches] == ["mmq_direct_q8_gemm (cooperative)"] * 2
     for epoch, (_, _, _, args, _) in enumerate(device.launches, start=1):
         assert args[9] == bound.x[epoch - 1].ptr and args[10] == bound.arrived.ptr and args[11] == epoch
+
+    def refused(*launch):
+        raise RuntimeError("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE")
+
+    launch, bound.gemm.launch = bound.gemm.launch, refused
+    with pytest.raises(RuntimeError):
+        bound.run()
+    bound.gemm.launch = launch
+    bound.run()
+    assert bound.epoch == 3 and device.launches[-1][3][11] == 3
 
 
 def test_gridq_refuses_a_grid_the_gpu_does_not_hold_at_once():
@@ -190,3 +204,23 @@ def test_gridq_reads_what_its_own_launch_wrote_through_l2_not_the_read_only_path
     assert "LDG.E.64.CONSTANT" in loads({})
     gridq = loads({"GRIDQ": 1, "PDL": 0})
     assert "LDG.E.64.CONSTANT" not in gridq and "LDG.E.64.STRONG.GPU" in gridq
+
+
+def test_gridq_polls_the_counter_without_dropping_l1_then_acquires_once():
+    """The wait's polls are relaxed loads (an acquire load invalidates the SM's L1 each time, under the feet of the
+    CTAs still quantizing); one fence after the last poll makes every arrival's writes visible: the two L1
+    invalidations are the release's fence before the arrival and that acquire, none in the loop."""
+    sass = mmq_direct_q8.FAMILY.compile_only({"GRIDQ": 1, "PDL": 0}, "q4_K").sass
+    gemm = sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+    wait = gemm[gemm.index("ATOMG.E.ADD.STRONG.GPU"):]
+    wait = wait[:wait.index("MEMBAR.ALL.GPU")]  # from the arrival to the acquire fence: the polls
+    assert wait.count("LDG.E.STRONG.GPU") >= 1 and "CCTL" not in wait
+    assert gemm.count("CCTL.IVALL") == 2
+
+
+def test_the_shared_memory_limit_counts_bulk_s_static_mbarriers():
+    """BULK's mbarriers are static shared memory beside the dynamic ring: a device limit that holds the dynamic bytes
+    alone refuses BULK and takes the same configuration without it."""
+    limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({}) + 8}
+    assert mmq_direct_q8.invalid_reason({}, "q4_K", limit) is None
+    assert "shared memory" in mmq_direct_q8.invalid_reason({"BULK": 1}, "q4_K", limit)

@@ -173,9 +173,14 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
 // super-blocks, one token tile of 16 (blockIdx.z).
+#if GRIDQ  // the launch writes the pass's outputs before it reads them: no const __restrict__ promise on them
+#define PASS_OUTPUT(type) type*
+#else
+#define PASS_OUTPUT(type) const type* __restrict__
+#endif
 extern "C" __global__ void __launch_bounds__(dq8::kThreads, MIN_BLOCKS)
-mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8, const float* __restrict__ D8,
-                   const uint2* __restrict__ S, float* __restrict__ C, int M, int T, int K,
+mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_OUTPUT(float) D8, PASS_OUTPUT(uint2) S,
+                   float* __restrict__ C, int M, int T, int K,
                    long long /* row_bytes: the tile layout has its own strides */
 #if GRIDQ
                    , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
@@ -228,20 +233,21 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, const int8_t* __restrict__ Q8,
     {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
         const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
-        quantize_and_zero(X, reinterpret_cast<uint32_t*>(const_cast<int8_t*>(Q8)), const_cast<float*>(D8),
-                          reinterpret_cast<__half*>(const_cast<uint2*>(S)), C, T, K, static_cast<long long>(T) * M,
-                          cta * kThreads + threadIdx.x, static_cast<long long>(ctas) * kThreads);
+        quantize_and_zero(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), C, T, K,
+                          static_cast<long long>(T) * M, cta * kThreads + threadIdx.x,
+                          static_cast<long long>(ctas) * kThreads);
         __syncthreads();  // this CTA's writes, then one arrival for it
         if (threadIdx.x == 0) {
             __threadfence();
             atomicAdd(arrived, 1u);
             const unsigned target = epoch * ctas;  // the count after this launch's last arrival (wraps consistently)
             unsigned seen;
-            for (long long polls = 0;; ++polls) {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
+            for (long long polls = 0;; ++polls) {  // relaxed polls: an acquire load would drop the SM's L1 every time
+                asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
                 if (static_cast<int>(seen - target) >= 0) break;
                 if (polls > (1LL << 22)) __trap();  // seconds without every arrival (a CTA not resident): an error, not a hang
             }
+            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");  // with the last poll: the acquire of every arrival
         }
         __syncthreads();  // every CTA's activations are written and C is zeroed
     }
