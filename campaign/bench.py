@@ -4,7 +4,10 @@ measured in the same process. The shape of Triton's `perf_report`: axes and line
 
 Timed per point: what a prefill pays for the op (each family's run() includes its activation
 quantization or weight dequantization), CUDA events, warm-up, median and p90 of many reps,
-inputs rotated past L2. Weights are random valid blocks (random quants, finite f16 scales):
+inputs rotated past L2. A rep is as many calls back to back as fill 1 ms (gates.perf), so a row is
+the time per call in a stream of calls, as llama.cpp's test-backend-ops times its figures; one call
+alone between events also pays the events' and the launch's latency (scripts/launch_floor.py
+times both). Weights are random valid blocks (random quants, finite f16 scales):
 timing does not depend on the values, and parity is gated separately on quantized weights.
 """
 from __future__ import annotations
