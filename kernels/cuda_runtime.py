@@ -297,15 +297,15 @@ class CudaDevice:
         """`name` of a loaded cubin as a programmatic dependent launch (kernels/dependent_launch.py)."""
         from kernels.dependent_launch import DependentKernel
 
-        return self._launched_ex(DependentKernel, compiled, name, smem_bytes)
+        return self._ex_kernel(DependentKernel, compiled, name, smem_bytes)
 
     def cooperative_kernel(self, compiled: nvcc.Compiled, name: str, smem_bytes: int):
         """`name` of a loaded cubin as a cooperative launch: all its CTAs at once, or an error."""
         from kernels.dependent_launch import CooperativeKernel
 
-        return self._launched_ex(CooperativeKernel, compiled, name, smem_bytes)
+        return self._ex_kernel(CooperativeKernel, compiled, name, smem_bytes)
 
-    def _launched_ex(self, kind, compiled: nvcc.Compiled, name: str, smem_bytes: int):
+    def _ex_kernel(self, kind, compiled: nvcc.Compiled, name: str, smem_bytes: int):
         key = (kind.__name__, compiled.key, name)
         if key not in self._dependent:
             self._dependent[key] = kind(compiled.cubin, name, smem_bytes, CudaError)
