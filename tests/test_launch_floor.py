@@ -32,7 +32,7 @@ def test_the_floor_kernels_compile_and_the_bulk_read_uses_the_copy_engine():
 
 def test_each_case_is_timed_per_call_back_to_back_and_as_one_call():
     """On the CPU device a call that takes ~50 us: back to back as many calls as fill 1 ms per sample (as the bench's
-    perf.time_interleaved calibrates them), and both figures that call's length."""
+    perf.time_interleaved calibrates them), and both figures about that call's length."""
     floor = load_floor()
 
     def call():
@@ -41,5 +41,6 @@ def test_each_case_is_timed_per_call_back_to_back_and_as_one_call():
             pass
 
     row = floor.time_both(open_device("cpu"), call, reps=5)
-    assert 10 <= row["calls_per_sample"] <= 20
-    assert 50 <= row["us_per_call"] < 150 and 50 <= row["us_single_call"] < 150
+    assert 2 <= row["calls_per_sample"] <= 20  # calibrated: 1 ms of 50 us calls (fewer where a loaded CI core is slower)
+    # per call, not per sample (a sample is >= 1 ms); never under the call's own 50 us
+    assert 50 <= row["us_per_call"] < 500 and 50 <= row["us_single_call"] < 500
