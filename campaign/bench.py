@@ -16,7 +16,7 @@ import argparse
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ class Line:
     extra: tuple = ()  # (param, value) pairs added to whatever configuration is chosen
     types: tuple = ()  # the quant types the family has kernels for (empty: every type)
     f16_input: bool = False  # activations arrive as f16 (a 16-bit model's), run as the dispatcher runs them
+    dispatched: bool = False  # the family and parameters are the dispatcher's choice per workload (what kernels.mmq runs)
 
 
 def line_config(line: Line, params: dict) -> dict:
@@ -56,6 +57,9 @@ def line_config(line: Line, params: dict) -> dict:
 
 # the lines `--lines` can name
 LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
+         # what a user's kernels.mmq call runs at each workload: the promoted champion of the first lever that has
+         # one for (type, arch, T regime, shape), else mmq_base's heuristic; f32 activations, every pass counted
+         "champion": Line("champion", "dispatch", dispatched=True),
          "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
          "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
          "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
@@ -99,7 +103,7 @@ def derived_line(spec: str) -> Line:
     if not isinstance(overrides, dict):
         raise ValueError(f"--variant {spec!r}: the parameters must be a JSON object")
     line = LINES[base]
-    return Line(name, line.family, line.lever, (*line.extra, *overrides.items()), line.types, line.f16_input)
+    return replace(line, name=name, extra=(*line.extra, *overrides.items()))
 
 
 @dataclass
@@ -136,6 +140,19 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
 
     heuristic = families.heuristic(line.family, T, qtype)
     return (heuristic, "heuristic") if heuristic is not None else ({}, "fixed")
+
+
+def line_choice(line: Line, qtype: str, M: int, K: int, T: int, arch: str,
+                tuned: dict | None = None) -> tuple[str, dict, str]:
+    """(family, params, origin) the line runs at a workload: the dispatcher's choice for a dispatched line
+    (kernels.dispatch.choose, the weight's shape included), else line_params; the line's extras on top."""
+    if line.dispatched:
+        from kernels import dispatch
+
+        family, params, origin = dispatch.choose(qtype, arch, T, M=M, K=K)
+        return family, line_config(replace(line, family=family), params), origin
+    params, origin = line_params(line, qtype, T, arch, tuned)
+    return line.family, line_config(line, params), origin
 
 
 def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int, interleave: bool) -> dict:
@@ -179,19 +196,18 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 x = rng.standard_normal((T, K), dtype=np.float32)
                 problem = Problem(Workload(qtype, M, K, T), w, x)
                 lines = [line for line in sweep.lines if not line.types or qtype in line.types]
-                chosen = {}  # line name -> (variant, params, origin)
+                chosen = {}  # line name -> (variant, family, params, origin)
                 for line in lines:
-                    params, origin = line_params(line, qtype, T, arch, tuned)
-                    params = line_config(line, params)
-                    key = (line.family, qtype, json.dumps(params, sort_keys=True))
+                    family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned)
+                    key = (family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
-                        built[key] = families.get(line.family).build(params, qtype, device)
-                    chosen[line.name] = (built[key], params, origin)
+                        built[key] = families.get(family).build(params, qtype, device)
+                    chosen[line.name] = (built[key], family, params, origin)
                 timings = time_lines(device, {name: c[0] for name, c in chosen.items()}, problem, reps, warmup,
                                      interleave)
-                for name, (_, params, origin) in chosen.items():
+                for name, (_, family, params, origin) in chosen.items():
                     t = timings[name]
-                    rows.append(dict(type=qtype, M=M, K=K, T=T, line=name, params=json.dumps(params),
+                    rows.append(dict(type=qtype, M=M, K=K, T=T, line=name, family=family, params=json.dumps(params),
                                      origin=origin, median_us=t.median * 1e6, p90_us=t.p90 * 1e6,
                                      tflops=problem.workload.flops / t.median / 1e12))
                 done += 1
@@ -252,7 +268,8 @@ def plot_sweep(df: pd.DataFrame, ceilings: dict, path: Path) -> Path:
 
 
 def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, tracking_uri: str | None) -> str:
-    """Write the table and plot under `out` and log them as one MLflow run; returns its id."""
+    """Write the table and plot under `out` (with a `champion` line, also campaign.round_table's table and bars as
+    round_table.md) and log them as one MLflow run; returns its id."""
     from campaign import paths
     from campaign.tracking import Tracker
 
@@ -262,6 +279,12 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
     png = plot_sweep(df, ceilings, out / "bench.png")
     info = out / "ceilings.json"
     info.write_text(json.dumps({"ceilings": ceilings, "device": device_info}, indent=1, default=str))
+    files = [csv, png, info]
+    if "champion" in set(df.line):
+        from campaign import round_table
+
+        files.append(out / "round_table.md")
+        files[-1].write_text(round_table.render(df, ceilings))
     base = paths.root()
     tracker = Tracker(tracking_uri or paths.default_tracking_uri(base), experiment="mmq-bench",
                       artifact_root=paths.mlruns(base) / "artifacts")
@@ -269,7 +292,7 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
                                tags={"device": device_info.get("name", "?"), "arch": device_info.get("arch", "?")},
                                params={f"ceiling_{k}": v for k, v in ceilings.items() if isinstance(v, (int, float))})
     tracker.log_metrics(run_id, {f"{r.line}.{r.type}.M{r.M}.K{r.K}.T{r.T}.tflops": r.tflops for r in df.itertuples()})
-    for path in (csv, png, info):
+    for path in files:
         tracker.log_file(run_id, path)
     tracker.finish(run_id)
     return run_id
@@ -318,6 +341,8 @@ def main(argv=None) -> int:
     record(df, ceilings, device.info, out, args.tracking_uri)
     partial.unlink(missing_ok=True)
     print(summary_table(df))
+    if "champion" in set(df.line):
+        print((out / "round_table.md").read_text(), end="")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`campaign` command line: list | run | resume | gate | promote | compare | report | ui | bench.
+"""`campaign` command line: list | run | resume | gate | promote | compare | report | ui | bench | round-table.
 
 The data path from here: experiments.get (spec) -> session.start/reopen (study + MLflow parent)
 -> trial.Objective (build, static, parity, perf, record) -> promotion (gates again, champions.json).
@@ -325,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser("round-table", help="a bench table's `champion` line as one table, and issue 6's bars judged")
+    p.add_argument("bench_csv", help="campaign bench's bench.csv (its ceilings.json beside it)")
+    p.add_argument("--ceilings", help="another ceilings.json")
+    p.add_argument("--line", default="champion")
+    p.set_defaults(func=cmd_round_table)
+
     p = sub.add_parser("ui", help="start the MLflow UI on the local tracking store")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)
@@ -337,6 +343,12 @@ def cmd_bench(args) -> int:
     from campaign import bench
 
     return bench.main(args.bench_args)
+
+
+def cmd_round_table(args) -> int:
+    from campaign import round_table
+
+    return round_table.main([args.bench_csv, "--line", args.line, *(["--ceilings", args.ceilings] if args.ceilings else [])])
 
 
 def main(argv: list[str] | None = None) -> int:

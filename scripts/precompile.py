@@ -7,7 +7,9 @@ For every type, each CUDA family gets compiled at:
   - every champion in champions.json, also with the extra parameters of its lever's bench lines,
   - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
     PRECOMPILE = {family name: [params, ...]},
-  - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]}.
+  - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]},
+  - --bench-lines: what `campaign bench --lines ...` runs over the dense shapes and T of these types (its champion
+    line: the dispatcher's choice per workload, from the champions.json in the tree).
 A composite family (mmq_adaptive) is compiled as its parts (mmq_f16 and mmq_base configurations).
 Configurations a family calls invalid for a type are skipped (and said so). Then the runtime
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
@@ -66,6 +68,27 @@ def champion_configs(path=None) -> dict[str, list[dict]]:
     return found
 
 
+def bench_jobs(lines: list[str], types: list[str], arch: str) -> list[tuple[str, dict, str]]:
+    """(family, params, qtype) that the bench's `lines` run at every dense shape and T of `types`
+    (campaign.bench.line_choice: the champion line's choice depends on the type, so not every type's configurations
+    are compiled for every other type)."""
+    from campaign import bench
+
+    found: dict[str, tuple[str, dict, str]] = {}
+    for name in lines:
+        if name not in bench.LINES:
+            raise SystemExit(f"--bench-lines: unknown line {name!r} (have {', '.join(bench.LINES)})")
+        line = bench.LINES[name]
+        for qtype in types:
+            if line.types and qtype not in line.types:
+                continue
+            for M, K in bench.DENSE_SHAPES:
+                for T in bench.DENSE_TS:
+                    family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch)
+                    found[json.dumps([family, params, qtype], sort_keys=True)] = (family, params, qtype)
+    return list(found.values())
+
+
 def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     merge(found, {lv.family: [{**lv.fixed, **lv.defaults}] for lv in experiments.all_levers() if lv.backend == "cuda"})
@@ -121,6 +144,8 @@ def main() -> int:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--extra", help="JSON file: a list of mmq_base parameter dicts, or {family: [dicts]}")
     ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--bench-lines", help="comma-separated bench line names to compile as campaign bench runs them "
+                                          "over the dense shapes and T")
     ap.add_argument("--families", help="only these families (comma-separated)")
     ap.add_argument("--export", help="copy the cache entries this call needed into this directory")
     ap.add_argument("--append", action="store_true", help="add to the --export directory instead of replacing it")
@@ -134,6 +159,9 @@ def main() -> int:
         configs = {name: c for name, c in configs.items() if name in args.families.split(",")}
     configs = expand_composites(configs)
     todo = jobs(configs, args.types.split(","), args.arch)
+    if args.bench_lines:
+        for name, params, qtype in bench_jobs(args.bench_lines.split(","), args.types.split(","), args.arch):
+            todo += [job for job in jobs({name: [params]}, [qtype], args.arch) if job not in todo]
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 
     needed = [q8_1_gpu.compile_for(args.arch), moe_route_gpu.compile_for(args.arch), cuda_runtime.compile_spin(args.arch)]

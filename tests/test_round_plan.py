@@ -65,3 +65,20 @@ def test_precompile_adds_every_champion_as_each_bench_line_of_its_lever_runs_it(
     # mmq_wgmma, mmq_wgmma_x16 and mmq_wgmma_16 (f16 in, bf16 out, staged epilogue)
     assert found == {"mmq_wgmma": [tile, x16, {**x16, "BF16_OUTPUT": 1, "EPI": 1}]}
 
+
+
+def test_precompile_lists_what_the_bench_champion_line_runs_per_type(tmp_path, monkeypatch):
+    """--bench-lines champion: the dispatcher's choice at each dense shape and T, each configuration for its own type
+    only (a q4_K champion is not compiled for q6_K)."""
+    from campaign import champions
+    from kernels import mmq_base
+
+    monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))
+    direct = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8}
+    champions.promote("direct", champions.key("q4_K", "sm_90", "tiny"), {"family": "mmq_direct", "params": direct})
+    found = precompile.bench_jobs(["champion"], ["q4_K", "q6_K"], "sm_90")
+    assert ("mmq_direct", direct, "q4_K") in found and ("mmq_direct", direct, "q6_K") not in found
+    assert ("mmq_base", mmq_base.heuristic_params(16, "q6_K"), "q6_K") in found  # no q6_K champion at T=16
+    assert {qtype for family, _, qtype in found if family == "mmq_base"} == {"q4_K", "q6_K"}
+    with pytest.raises(SystemExit, match="unknown line 'nope'"):
+        precompile.bench_jobs(["nope"], ["q4_K"], "sm_90")
