@@ -114,8 +114,9 @@ def run(variant: Variant, workloads: list[Workload], rng: np.random.Generator, m
         mode = families.get(variant.family).parity
     if mode == PARTS:
         return run_parts(variant, workloads, rng, tight_tol)
-    if mode != "int" and mode not in UNIT_ROUNDOFF:
-        raise ValueError(f"unknown parity mode {mode!r} (int, {', '.join(UNIT_ROUNDOFF)}, {PARTS})")
+    if mode not in ACTIVATION_QUANTIZERS and mode not in UNIT_ROUNDOFF:
+        known = ", ".join([*ACTIVATION_QUANTIZERS, *UNIT_ROUNDOFF, PARTS])
+        raise ValueError(f"unknown parity mode {mode!r} ({known})")
     return _run_each(variant, workloads, rng, lambda w: mode, tight_tol)
 
 

@@ -101,6 +101,17 @@ def test_parity_bf16_bound_accepts_int_kernel_but_not_broken_one():
         parity.run(good, cases, np.random.default_rng(), mode="fp8")
 
 
+def test_parity_int_k_is_a_mode_of_the_gate_and_tells_the_activation_formats_apart():
+    """direct_q8's contract (one activation scale per 256): the gate runs it (a study's trials call parity.run, not
+    only the GPU tests' check_one; perf log run 83 lost its study to this mode being refused). A Q8_1 kernel (one
+    scale per 32) is within the loose float64 bound of Q8_K's d/2 but not bit-level close to its integer result."""
+    cases = workloads.get("parity").workloads(["q4_K"])
+    q8_1_kernel = FAMILY.build(CPU_DEMO.defaults, "q4_K", CpuDevice())
+    result = parity.run(q8_1_kernel, cases, np.random.default_rng(1), mode="int_k")
+    assert result.numbers["mode"] == "int_k" and not result.passed and "tight error" in result.reason
+    assert result.numbers["max_loose_ratio"] <= 1
+
+
 class _MoeByReference:
     """A host MoE 'kernel' (per-expert integer GEMMs); `wrong_slot` routes slot 1 to the next expert."""
 
