@@ -284,7 +284,7 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
         from campaign import round_table
 
         files.append(out / "round_table.md")
-        files[-1].write_text(round_table.render(df, ceilings))
+        files[-1].write_text(round_table.render(df, ceilings, device=device_info.get("name")))
     base = paths.root()
     tracker = Tracker(tracking_uri or paths.default_tracking_uri(base), experiment="mmq-bench",
                       artifact_root=paths.mlruns(base) / "artifacts")

@@ -6,7 +6,8 @@ choice), f32 activations in, every pass counted. Its bars, each over what the ta
   - dequant: faster than dequant+cuBLAS (its dequant pass counted) at every T <= 256, every type and shape;
   - stream:  at q4_K 4096x14336 T=16 the weight bytes stream at >= 60 % of the HBM bandwidth measured in the
              same bench run (ceilings.json's copy bandwidth; 33 MB in <= ~13 us on the H200);
-  - complete: the table covers all four types, the three dense shapes and the eight T (one run, one table).
+  - complete: the table covers all four types, the three dense shapes and the eight T (one run, one table);
+  - device:  it was measured on an H200 (the issue's card, and llama.cpp's figures are that card's).
 
     python3 -m campaign.round_table out/bench/bench.csv [--ceilings out/bench/ceilings.json] [--line champion]
 exits 0 when every bar passes, 1 when one fails or cannot be judged.
@@ -29,6 +30,7 @@ LLAMA_RATIO = 1.5
 DEQUANT_MAX_T = 256
 STREAM_WORKLOAD = ("q4_K", 4096, 14336, 16)  # (type, M, K, T)
 STREAM_FRACTION = 0.6
+BAR_CARD = "H200"
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,19 @@ def complete_bar(rows: pd.DataFrame) -> Bar:
     return Bar("complete", "pass", f"all {len(asked)} workloads in one table")
 
 
-def judge(df: pd.DataFrame, ceilings: dict, line: str = "champion") -> list[Bar]:
+def device_bar(device: str | None) -> Bar:
+    if not device:
+        return Bar("device", "not judged", "the bench run's device is not known (no ceilings.json beside the table)")
+    if BAR_CARD not in device:
+        return Bar("device", "fail", f"measured on {device}: issue 6's bars, llama.cpp's figures among them, are the "
+                                     f"{BAR_CARD}'s")
+    return Bar("device", "pass", f"measured on {device}")
+
+
+def judge(df: pd.DataFrame, ceilings: dict, line: str = "champion", device: str | None = None) -> list[Bar]:
+    """The bars over the table; `device` is the name of the GPU it was measured on (ceilings.json's device)."""
     rows = champion_rows(df, line)
-    return [llama_bar(rows), dequant_bar(df, rows), stream_bar(rows, ceilings), complete_bar(rows)]
+    return [llama_bar(rows), dequant_bar(df, rows), stream_bar(rows, ceilings), complete_bar(rows), device_bar(device)]
 
 
 def pivot(df: pd.DataFrame, line: str = "champion") -> pd.DataFrame:
@@ -130,17 +142,18 @@ def pivot(df: pd.DataFrame, line: str = "champion") -> pd.DataFrame:
     return pd.DataFrame(out).set_index("row")
 
 
-def render(df: pd.DataFrame, ceilings: dict, line: str = "champion") -> str:
+def render(df: pd.DataFrame, ceilings: dict, line: str = "champion", device: str | None = None) -> str:
     """The table and the bars as markdown."""
     table = pivot(df, line)
     header = "| " + " | ".join(["TFLOP/s (ratio)", *(f"T={T}" for T in table.columns)]) + " |"
-    lines = [f"## The `{line}` line, one run", "", header, "|" + "---|" * (len(table.columns) + 1)]
+    lines = [f"## The `{line}` line, one run on {device or 'an unknown device'}", "", header,
+             "|" + "---|" * (len(table.columns) + 1)]
     for label, values in table.iterrows():
         ratio = label.startswith("  ")
         cells = ["" if math.isnan(v) else (f"{v:.2f}x" if ratio else f"{v:.0f}") for v in values]
         lines.append(f"| {label.strip()} | " + " | ".join(cells) + " |")
     lines += ["", "## Issue 6, item 7's bars", ""]
-    lines += [f"- **{b.name}: {b.verdict}** - {b.detail}" for b in judge(df, ceilings, line)]
+    lines += [f"- **{b.name}: {b.verdict}** - {b.detail}" for b in judge(df, ceilings, line, device)]
     return "\n".join(lines) + "\n"
 
 
@@ -154,9 +167,10 @@ def main(argv=None) -> int:
         raise CampaignError(f"{args.bench_csv}: no such bench table")
     df = pd.read_csv(args.bench_csv)
     ceilings_path = args.ceilings or args.bench_csv.with_name("ceilings.json")
-    ceilings = json.loads(ceilings_path.read_text()).get("ceilings", {}) if ceilings_path.is_file() else {}
-    print(render(df, ceilings, args.line), end="")
-    return 0 if all(b.verdict == "pass" for b in judge(df, ceilings, args.line)) else 1
+    info = json.loads(ceilings_path.read_text()) if ceilings_path.is_file() else {}
+    ceilings, device = info.get("ceilings", {}), info.get("device", {}).get("name")
+    print(render(df, ceilings, args.line, device), end="")
+    return 0 if all(b.verdict == "pass" for b in judge(df, ceilings, args.line, device)) else 1
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ def bench_table(champion_tflops, dequant_tflops=lambda q, M, K, T: 50.0) -> pd.D
     return pd.DataFrame(rows)
 
 
-def verdicts(df, ceilings=H200_CEILINGS) -> dict:
-    return {b.name: b for b in round_table.judge(df, ceilings)}
+def verdicts(df, ceilings=H200_CEILINGS, device="NVIDIA H200") -> dict:
+    return {b.name: b for b in round_table.judge(df, ceilings, device=device)}
 
 
 def good(qtype, M, K, T):
@@ -44,8 +44,12 @@ def good(qtype, M, K, T):
 def test_every_bar_passes_on_a_table_that_meets_them():
     found = verdicts(bench_table(good))
     assert {name: b.verdict for name, b in found.items()} == {
-        "llama": "pass", "dequant": "pass", "stream": "pass", "complete": "pass"}
+        "llama": "pass", "dequant": "pass", "stream": "pass", "complete": "pass", "device": "pass"}
     assert "96 workloads" in found["complete"].detail
+    # the same table from another card is not the issue's: llama.cpp's figures and the bars are the H200's
+    elsewhere = verdicts(bench_table(good), device="NVIDIA H100 80GB HBM3")["device"]
+    assert elsewhere.verdict == "fail" and "measured on NVIDIA H100 80GB HBM3" in elsewhere.detail
+    assert verdicts(bench_table(good), device=None)["device"].verdict == "not judged"
 
 
 def test_each_bar_fails_on_its_own_miss_and_names_the_worst_workload():
@@ -98,10 +102,10 @@ def test_run_61s_table_gives_the_figures_the_perf_log_reports():
 def test_the_command_prints_the_table_and_exits_1_on_a_missed_bar(tmp_path, capsys):
     csv = tmp_path / "bench.csv"
     bench_table(good).to_csv(csv, index=False)
-    (tmp_path / "ceilings.json").write_text(json.dumps({"ceilings": H200_CEILINGS}))
+    (tmp_path / "ceilings.json").write_text(json.dumps({"ceilings": H200_CEILINGS, "device": {"name": "NVIDIA H200"}}))
     assert round_table.main([str(csv)]) == 0
     out = capsys.readouterr().out
-    assert "| q4_K 4096x14336 |" in out and "**stream: pass**" in out
+    assert "| q4_K 4096x14336 |" in out and "**stream: pass**" in out and "one run on NVIDIA H200" in out
     assert round_table.main([str(csv), "--ceilings", str(tmp_path / "none.json")]) == 1
     assert "**stream: not judged**" in capsys.readouterr().out
     with pytest.raises(CampaignError, match="no such bench table"):
@@ -142,6 +146,7 @@ def test_a_bench_with_the_champion_line_times_it_and_writes_the_round_table(tmp_
     bench.record(df, {}, device.info, tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}")
     text = (tmp_path / "out" / "round_table.md").read_text()
     assert "| q4_K 128x512 |" in text and "**complete: fail**" in text and "**stream: not judged**" in text
+    assert "**device: fail** - measured on " in text  # the CPU device is not the issue's card
 
 
 def test_campaign_round_table_is_the_same_command_with_a_one_line_error(tmp_path, capsys):
