@@ -1,7 +1,8 @@
 """Issue 6's one-run table and its bars (item 7), judged from a bench table rather than by eye.
 
 The champion is the bench's `champion` line: at each workload what `kernels.mmq` runs (the dispatcher's
-choice), f32 activations in, every pass counted. Its bars, each over what the table holds:
+choice), f32 activations in, every pass counted; the ratios are the table's own (campaign.bench.add_ratios).
+Its bars, each over what the table holds:
   - llama:   >= 1.5x llama.cpp's MMQ at every (type, T) where campaign.anchors has its figure (M=4096, K=14336);
   - dequant: faster than dequant+cuBLAS (its dequant pass counted) at every T <= 256, every type and shape;
   - stream:  at q4_K 4096x14336 T=16 the weight bytes stream at >= 60 % of the HBM bandwidth measured in the
@@ -55,31 +56,27 @@ def weight_bytes(qtype: str, M: int, K: int) -> int:
 
 
 def llama_bar(rows: pd.DataFrame) -> Bar:
-    ratios = [(r.tflops / a, r) for r in rows.itertuples()
-              if (r.M, r.K) == anchors.LLAMA_CPP_SHAPE and (a := anchors.llama_cpp_tflops(r.type, r.T))]
-    if not ratios:
+    known = rows.dropna(subset=["vs_llama_cpp"])  # campaign.bench.add_ratios: only where llama.cpp has a figure
+    if known.empty:
         return Bar("llama", "not judged", f"no workload at {anchors.LLAMA_CPP_SHAPE} with a llama.cpp figure")
-    worst, r = min(ratios, key=lambda p: p[0])
-    verdict = "pass" if worst >= LLAMA_RATIO else "fail"
-    return Bar("llama", verdict, f">= {LLAMA_RATIO}x llama.cpp at {len(ratios)} (type, T): lowest {worst:.2f}x "
-                                 f"({r.type} T={r.T})")
+    r = known.iloc[known["vs_llama_cpp"].argmin()]
+    verdict = "pass" if r["vs_llama_cpp"] >= LLAMA_RATIO else "fail"
+    return Bar("llama", verdict, f">= {LLAMA_RATIO}x llama.cpp at {len(known)} (type, T): lowest "
+                                 f"{r['vs_llama_cpp']:.2f}x ({r['type']} T={r['T']})")
 
 
-def dequant_bar(df: pd.DataFrame, rows: pd.DataFrame) -> Bar:
-    base = df[df["line"] == "dequant_cublas"].set_index(["type", "M", "K", "T"])["tflops"]
+def dequant_bar(rows: pd.DataFrame) -> Bar:
     small = rows[rows["T"] <= DEQUANT_MAX_T]
     if small.empty:
         return Bar("dequant", "not judged", f"no champion workload at T <= {DEQUANT_MAX_T}")
-    ratios = [(r.tflops / base[(r.type, r.M, r.K, r.T)], r) for r in small.itertuples()
-              if (r.type, r.M, r.K, r.T) in base.index]
-    missing = len(small) - len(ratios)
+    missing = int(small["vs_dequant_cublas"].isna().sum())
     if missing:
         return Bar("dequant", "not judged", f"{missing} champion workload(s) at T <= {DEQUANT_MAX_T} have no "
                                             "dequant_cublas row to compare with")
-    worst, r = min(ratios, key=lambda p: p[0])
-    verdict = "pass" if worst > 1.0 else "fail"
-    return Bar("dequant", verdict, f"faster than dequant+cuBLAS at {len(ratios)} workloads with T <= {DEQUANT_MAX_T}: "
-                                   f"lowest {worst:.2f}x ({r.type} {r.M}x{r.K} T={r.T})")
+    r = small.iloc[small["vs_dequant_cublas"].argmin()]
+    verdict = "pass" if r["vs_dequant_cublas"] > 1.0 else "fail"
+    return Bar("dequant", verdict, f"faster than dequant+cuBLAS at {len(small)} workloads with T <= {DEQUANT_MAX_T}: "
+                                   f"lowest {r['vs_dequant_cublas']:.2f}x ({r['type']} {r['M']}x{r['K']} T={r['T']})")
 
 
 def stream_bar(rows: pd.DataFrame, ceilings: dict) -> Bar:
@@ -121,24 +118,20 @@ def device_bar(device: str | None) -> Bar:
 def judge(df: pd.DataFrame, ceilings: dict, line: str = "champion", device: str | None = None) -> list[Bar]:
     """The bars over the table; `device` is the name of the GPU it was measured on (ceilings.json's device)."""
     rows = champion_rows(df, line)
-    return [llama_bar(rows), dequant_bar(df, rows), stream_bar(rows, ceilings), complete_bar(rows), device_bar(device)]
+    return [llama_bar(rows), dequant_bar(rows), stream_bar(rows, ceilings), complete_bar(rows), device_bar(device)]
 
 
 def pivot(df: pd.DataFrame, line: str = "champion") -> pd.DataFrame:
     """TFLOP/s by (type, shape) x T, each followed by its ratios to llama.cpp (where known) and to dequant+cuBLAS."""
     rows = champion_rows(df, line)
-    base = df[df["line"] == "dequant_cublas"].set_index(["type", "M", "K", "T"])["tflops"]
     Ts = sorted(set(rows["T"]))
     out = []
     for (qtype, M, K), part in rows.groupby(["type", "M", "K"], sort=False):
-        by_t = part.set_index("T")["tflops"]
-        label = f"{qtype} {M}x{K}"
-        out.append({"row": label, **{T: by_t.get(T, math.nan) for T in Ts}})
+        by_t = part.set_index("T")
+        shown = [(f"{qtype} {M}x{K}", "tflops"), ("  vs dequant+cuBLAS", "vs_dequant_cublas")]
         if (M, K) == anchors.LLAMA_CPP_SHAPE:
-            out.append({"row": "  vs llama.cpp", **{T: by_t.get(T, math.nan) / (anchors.llama_cpp_tflops(qtype, T) or math.nan)
-                                                   for T in Ts}})
-        out.append({"row": "  vs dequant+cuBLAS", **{T: by_t.get(T, math.nan) / base.get((qtype, M, K, T), math.nan)
-                                                     for T in Ts}})
+            shown.insert(1, ("  vs llama.cpp", "vs_llama_cpp"))
+        out += [{"row": label, **{T: by_t[column].get(T, math.nan) for T in Ts}} for label, column in shown]
     return pd.DataFrame(out).set_index("row")
 
 

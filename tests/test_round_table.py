@@ -25,7 +25,7 @@ def bench_table(champion_tflops, dequant_tflops=lambda q, M, K, T: 50.0) -> pd.D
                                      ("dequant_cublas", dequant_tflops(qtype, M, K, T))):
                     rows.append(dict(type=qtype, M=M, K=K, T=T, line=line, tflops=tflops,
                                      median_us=2.0 * M * K * T / (tflops * 1e12) * 1e6))
-    return pd.DataFrame(rows)
+    return bench.add_ratios(pd.DataFrame(rows), {})  # the ratio columns every bench.csv has
 
 
 def verdicts(df, ceilings=H200_CEILINGS, device="NVIDIA H200") -> dict:
@@ -77,7 +77,7 @@ def test_each_bar_fails_on_its_own_miss_and_names_the_worst_workload():
 def test_a_bar_the_table_cannot_decide_is_not_judged_not_passed():
     df = bench_table(good)
     assert verdicts(df, ceilings={})["stream"].verdict == "not judged"  # bench run with --no-ceilings
-    no_dequant = df[~((df["line"] == "dequant_cublas") & (df["T"] == 64))]
+    no_dequant = bench.add_ratios(df[~((df["line"] == "dequant_cublas") & (df["T"] == 64))], {})
     assert verdicts(no_dequant)["dequant"].verdict == "not judged"
     with pytest.raises(CampaignError, match="no 'champion' line"):
         round_table.judge(df[df["line"] != "champion"], H200_CEILINGS)
