@@ -5,7 +5,9 @@ else the champion of the lever's incumbent; before any promotion, what the dispa
 there instead -- the incumbent family's per-T heuristic where it has one (mmq_base's 16-token
 tile at T=16, not its 64-token defaults), else that lever's defaults.
 
-A lever whose `incumbent` is None is a baseline: it is measured against its own defaults.
+A lever whose `incumbent` is None is a baseline: it is measured against its own defaults. Where the incumbent lever
+claims no kernel for a workload's type, its own incumbent stands in (direct_q8 at q5_K: `direct` is q4_K only, so
+the `wgmma` champion, which is what the dispatcher runs there).
 """
 from __future__ import annotations
 
@@ -34,11 +36,22 @@ class IncumbentSpec:
         return asdict(self)
 
 
+def incumbent_lever(lever: Lever, qtype: str) -> Lever:
+    """The lever a candidate of `lever` is measured against at `qtype`: its incumbent, or the first lever down the
+    incumbent chain that claims the type (a baseline is its own incumbent)."""
+    target = experiments.get(lever.incumbent) if lever.incumbent else lever
+    seen = {target.name}
+    while qtype not in target.types and target.incumbent and target.incumbent not in seen:  # (a lever may be its own)
+        target = experiments.get(target.incumbent)
+        seen.add(target.name)
+    return target
+
+
 def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: Path) -> dict[str, IncumbentSpec]:
     """Incumbent per workload label, from the champions file as it is now."""
-    target = experiments.get(lever.incumbent) if lever.incumbent else lever
     specs = {}
     for w in workloads:
+        target = incumbent_lever(lever, w.qtype)
         defending = _champion(lever.name, w, arch, champions_path)
         record = defending or _champion(target.name, w, arch, champions_path)
         if record:

@@ -1,11 +1,12 @@
-"""Lever `direct_q8`: the `direct` lever's few-token q4_K GEMM on int8 tensor cores (kernels/cuda/mmq_direct_q8.cu).
+"""Lever `direct_q8`: the `direct` lever's few-token q4_K GEMM on int8 tensor cores (kernels/cuda/mmq_direct_q8.cu),
+and q5_K (its fifth bit from qh, one SHF and two LOP3 more per A word).
 The f16 direct kernel spends ~331 instructions per super-block and warp (perf log runs 69-81), in a loop that issues
 about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step an HMMA. With int8 activations and
 one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
 IMMA, the sub-block scales exact integer IMADs, and the f32 work once per super-block; the staged activations take
 half the shared memory, so 2 CTAs per SM keep a deeper ring. Searched: warps per CTA, CTAs per SM, ring depth,
 staged super-blocks (which set the K split), whether a ring slot is one bulk copy, whether the call is one launch (the grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), and whether the GEMM is a dependent launch of its pass. Its incumbent
-is the `direct` champion of the regime."""
+is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion, campaign.incumbents)."""
 from experiments.base import Lever
 from kernels import mmq_direct_q8
 
@@ -31,5 +32,6 @@ LEVER = Lever(
     valid=lambda params, info: mmq_direct_q8.invalid_reason(params, "q4_K", info),
     margin=0.02,
     sass_claims=("IMMA", "HMMA"),
-    description="q4_K weights straight into int8 mma.sync fragments, activations int8 with one scale per 256 (few tokens)",
+    description="q4_K / q5_K weights straight into int8 mma.sync fragments, activations int8 with one scale per 256 "
+                "(few tokens)",
 )

@@ -304,16 +304,16 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
         return [DEFAULTS, heuristic_params(16)]
 
 
-def tile_weights(w_packed: np.ndarray, rows: int, sb_major: bool = False) -> np.ndarray:
-    """WTILE's layout of q4_K rows [M, K / 256 x 144]: M padded with zero rows to a multiple of `rows`, then for each tile of
-    `rows` rows its super-blocks in order, each the tile's `rows` x 144 bytes (row-major): [M / rows][K / 256][rows][144];
-    sb_major (WTILE 2): [K / 256][M / rows][rows][144]."""
+def tile_weights(w_packed: np.ndarray, rows: int, sb_major: bool = False, block_bytes: int = 144) -> np.ndarray:
+    """WTILE's layout of q4_K rows [M, K / 256 x 144] (or another type's super-blocks of `block_bytes`): M padded with
+    zero rows to a multiple of `rows`, then for each tile of `rows` rows its super-blocks in order, each the tile's
+    `rows` x 144 bytes (row-major): [M / rows][K / 256][rows][144]; sb_major (WTILE 2): [K / 256][M / rows][rows][144]."""
     m, row_bytes = w_packed.shape
-    tiles, nsb = -(-m // rows), row_bytes // 144
+    tiles, nsb = -(-m // rows), row_bytes // block_bytes
     padded = np.zeros((tiles * rows, row_bytes), np.uint8)
     padded[:m] = w_packed
     order = (2, 0, 1, 3) if sb_major else (0, 2, 1, 3)
-    return np.ascontiguousarray(padded.reshape(tiles, rows, nsb, 144).transpose(*order))
+    return np.ascontiguousarray(padded.reshape(tiles, rows, nsb, block_bytes).transpose(*order))
 
 
 def check_minsum_scales(w_packed: np.ndarray) -> None:

@@ -1,5 +1,5 @@
-"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`): the `direct`
-kernel's few-token structure (each warp streams its 16-row weight tile through its own cp.async ring; the CTA
+"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`; q4_K and q5_K):
+the `direct` kernel's few-token structure (each warp streams its 16-row weight tile through its own cp.async ring; the CTA
 stages its K range's activations once; a split K's CTAs add into C with reds) on int8 tensor cores, with the
 activations quantized to int8 with one scale per 256 values (kernels.quant.quantize_q8_k; parity mode "int_k").
 Its loop is ~288 instructions per super-block and warp (16 IMMA, 2 HMMA) where the f16 kernel's is ~331 (34 HMMA).
@@ -36,12 +36,12 @@ from kernels import mmq_base
 MMQ_DIRECT_Q8_CU = Path(__file__).parent / "cuda" / "mmq_direct_q8.cu"
 TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
-QTYPES = ("q4_K",)
+QTYPES = ("q4_K", "q5_K")
+BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "PROBE": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "PROBE")
-SLOT_BYTES = TILE_ROWS * 144
 X_ROW_PAD = 64
 PASS_THREADS = 256
 
@@ -52,10 +52,12 @@ def full_params(params: dict) -> dict:
     return {**p, "BM": TILE_ROWS * p["WARPS"], "BN": TOKEN_TILE}
 
 
-def smem_bytes(params: dict) -> int:
-    """kSmemBytes in mmq_direct_q8.cu: each warp's ring and the 16 staged token rows (256 bytes per super-block)."""
+def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
+    """kSmemBytes in mmq_direct_q8.cu: each warp's ring of 16-row slots and the 16 staged token rows (256 bytes per
+    super-block)."""
     p = full_params(params)
-    return p["RING"] * p["WARPS"] * SLOT_BYTES + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD)
+    slot_bytes = TILE_ROWS * BLOCK_BYTES[qtype]
+    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD)
 
 
 def static_smem_bytes(params: dict) -> int:
@@ -86,21 +88,28 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
-    return mmq_base.smem_limit_reason(smem_bytes(p) + static_smem_bytes(p), device_info or {})
+    return mmq_base.smem_limit_reason(smem_bytes(p, qtype) + static_smem_bytes(p), device_info or {})
 
 
-def tile_weights(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
-    """The kernel's weight layout of q4_K rows [M, K / 256 x 144]: the direct kernel's warp tiles of 16 rows
-    (kernels.mmq_direct.tile_weights: [M / 16][K / 256][16 rows][144], or super-block major), each row's 128 qs bytes
-    permuted so that lane t of a quad reads its A fragments' bytes as 32 contiguous ones at 16 + 32 t: for chunk c (32 qs
-    bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and 8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]."""
+def tile_weights(w_packed: np.ndarray, sb_major: bool = False, qtype: str = "q4_K") -> np.ndarray:
+    """The kernel's weight layout of q4_K rows [M, K / 256 x 144] (q5_K: x 176): the direct kernel's warp tiles of 16 rows
+    (kernels.mmq_direct.tile_weights: [M / 16][K / 256][16 rows][block], or super-block major), each row's 128 qs bytes
+    permuted so that lane t of a quad reads its A fragments' bytes as 32 contiguous ones at qs + 32 t: for chunk c (32 qs
+    bytes) bytes 8c .. 8c + 3 are qs[32c + 4t ..] and 8c + 4 .. 8c + 7 are qs[32c + 16 + 4t ..]. q5_K's 32 qh bytes (bit j
+    of qh[l]: the fifth bit of element l of sub-block j) are permuted alike, so that lane t reads the two words its qs
+    words need, qh[4t ..] and qh[16 + 4t ..], as 8 contiguous bytes at 16 + 8 t."""
     from kernels import mmq_direct
 
+    block = BLOCK_BYTES[qtype]
     m, row_bytes = w_packed.shape
-    blocks = w_packed.reshape(m, row_bytes // 144, 144).copy()
-    qs = blocks[..., 16:].reshape(m, -1, 4, 2, 4, 4)  # [row, sb, chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
-    blocks[..., 16:] = qs.transpose(0, 1, 4, 2, 3, 5).reshape(m, -1, 128)  # -> [row, sb, t, c, h, i]
-    return mmq_direct.tile_weights(blocks.reshape(m, row_bytes), TILE_ROWS, sb_major)
+    blocks = w_packed.reshape(m, row_bytes // block, block).copy()
+    qs_at = block - 128
+    qs = blocks[..., qs_at:].reshape(m, -1, 4, 2, 4, 4)  # [row, sb, chunk c, half h, lane t, byte i]: qs[32c + 16h + 4t + i]
+    blocks[..., qs_at:] = qs.transpose(0, 1, 4, 2, 3, 5).reshape(m, -1, 128)  # -> [row, sb, t, c, h, i]
+    if qtype == "q5_K":
+        qh = blocks[..., 16:48].reshape(m, -1, 2, 4, 4)  # [row, sb, half h, lane t, byte i]: qh[16h + 4t + i]
+        blocks[..., 16:48] = qh.transpose(0, 1, 3, 2, 4).reshape(m, -1, 32)  # -> [row, sb, t, h, i]
+    return mmq_direct.tile_weights(blocks.reshape(m, row_bytes), TILE_ROWS, sb_major, block)
 
 
 def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -165,7 +174,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         return True  # reds into C, which the pass zeroes
 
     def host_weights(self, w_packed: np.ndarray) -> np.ndarray:
-        return tile_weights(w_packed, self.sb_major)
+        return tile_weights(w_packed, self.sb_major, self.wl.qtype)
 
     def alloc_activation(self, T: int, K: int) -> list:
         d, nsb, t_pad = self.device, K // 256, -(-T // TOKEN_TILE) * TOKEN_TILE
@@ -216,7 +225,7 @@ class MMQDirectQ8Family(mmq_base.MMQFamily):
         return 32 * full_params(params)["WARPS"]
 
     def smem(self, params: dict, qtype: str) -> int:
-        return smem_bytes(params)
+        return smem_bytes(params, qtype)
 
     def defines(self, params: dict, qtype: str) -> dict:
         p = full_params(params)

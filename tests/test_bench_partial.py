@@ -34,7 +34,7 @@ def test_the_int8_direct_line_runs_its_champion_or_its_defaults_with_a_variant_s
 
     monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))  # a root with no champions.json
     line = bench.derived_line('q8gq=mmq_direct_q8:{"GRIDQ": 1, "PDL": 0}')
-    assert (line.family, line.lever, line.types) == ("mmq_direct_q8", "direct_q8", ("q4_K",))
+    assert (line.family, line.lever, line.types) == ("mmq_direct_q8", "direct_q8", mmq_direct_q8.QTYPES)
     params, origin = bench.line_params(line, "q4_K", 16, "sm_90")
     assert (params, origin) == (mmq_direct_q8.DEFAULTS, "heuristic")
     config = bench.line_config(line, params)

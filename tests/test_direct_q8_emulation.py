@@ -93,14 +93,23 @@ def red_fragment_pair(acc: np.ndarray, C: np.ndarray, row0: int, tok0: int, M: i
                         C[tk, r + q] += v[q][lane]
 
 
+def q5_word(qs: np.ndarray, qh: np.ndarray, j: int) -> np.ndarray:
+    """q5_word() of the .cu: sub-block j's bytes q | 16 h_j from a qs word and the qh word of the same 4 bytes."""
+    q = ((qs >> 4) if j & 1 else qs) & np.uint32(0x0F0F0F0F)
+    moved = (qh << np.uint32(4 - j)) if j <= 4 else (qh >> np.uint32(j - 4))
+    return q | (moved & np.uint32(0x10101010))
+
+
 def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
-    at the kernel's byte offset into the uploaded weights."""
+    at the kernel's byte offset into the uploaded weights (q4_K or q5_K: QTYPE 0 or 1)."""
     w = problem.workload
     M, K, T = w.M, w.K, w.T
+    q5 = w.qtype == "q5_K"
     nsb, tiles = K // 256, -(-M // 16)
-    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major).reshape(-1)
-    slot_bytes = 16 * 144
+    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, w.qtype).reshape(-1)
+    block = mmq_direct_q8.BLOCK_BYTES[w.qtype]
+    qs_at, slot_bytes = block - 128, 16 * block
     q8, d8, sums = mmq_direct_q8.pass_outputs(problem.x)
     sums = sums.reshape(T, nsb, 4, 4).view(np.uint32).reshape(T, nsb, 4, 2)  # lane t's uint2 (hi pair, lo pair)
     C = np.zeros((T, M), np.float32)
@@ -111,21 +120,27 @@ def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
             tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]  # the staged row (a dead token: the last one)
             for sb in range(sb_begin, sb_end):
                 at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * slot_bytes
-                slot = uploaded[at:at + slot_bytes].reshape(16, 144)
+                slot = uploaded[at:at + slot_bytes].reshape(16, block)
                 rows = [slot[G], slot[G + 8]]
                 rs = [row_scales(words(r[:, :16])) for r in rows]
+                qh = [words(np.stack([r[ln, 16 + 8 * T4[ln]:][:8] for ln in LANES])) for r in rows]  # [32, 2] per row
                 isum = np.zeros((2, 32, 2, 4), np.int64)
                 for half in range(2):
-                    wg = words(np.stack([rows[0][ln, 16 + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
-                    wh = words(np.stack([rows[1][ln, 16 + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
+                    wg = words(np.stack([rows[0][ln, qs_at + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
+                    wh = words(np.stack([rows[1][ln, qs_at + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
                     for cc in range(2):
                         c = 2 * half + cc
                         b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
                              for n in range(2)]
                         for hi in range(2):
-                            mask = np.uint32(0xF0F0F0F0 if hi else 0x0F0F0F0F)
-                            a = [wg[:, 2 * cc] & mask, wh[:, 2 * cc] & mask, wg[:, 2 * cc + 1] & mask,
-                                 wh[:, 2 * cc + 1] & mask]
+                            if q5:
+                                j = 2 * c + hi
+                                a = [q5_word(wg[:, 2 * cc], qh[0][:, 0], j), q5_word(wh[:, 2 * cc], qh[1][:, 0], j),
+                                     q5_word(wg[:, 2 * cc + 1], qh[0][:, 1], j), q5_word(wh[:, 2 * cc + 1], qh[1][:, 1], j)]
+                            else:
+                                mask = np.uint32(0xF0F0F0F0 if hi else 0x0F0F0F0F)
+                                a = [wg[:, 2 * cc] & mask, wh[:, 2 * cc] & mask, wg[:, 2 * cc + 1] & mask,
+                                     wh[:, 2 * cc + 1] & mask]
                             for n in range(2):
                                 d = mma_k32(a, b[n][:, 2 if hi else 0], b[n][:, 3 if hi else 1])
                                 for e in range(4):
@@ -137,7 +152,7 @@ def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
                     scale = d8[0, sb][tokens]  # [32, 2]
                     for e in range(4):
                         _, _, d16, dmin = rs[e >> 1]
-                        i16 = 16 * isum[0, :, n, e] + isum[1, :, n, e]
+                        i16 = 16 * isum[0, :, n, e] + (16 if q5 else 1) * isum[1, :, n, e]
                         assert np.abs(i16).max() < 2**31
                         v = (d16.astype(np.float64) * i16.astype(np.float32) - (dmin * msum[:, e])).astype(np.float32)
                         acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v + acc[:, n, e]).astype(np.float32)
@@ -145,10 +160,11 @@ def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     return C
 
 
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 @pytest.mark.parametrize("M, K, T, splits, sb_major", [(37, 512, 5, 1, False), (32, 768, 16, 2, False),
                                                        (20, 1024, 1, 3, False), (37, 768, 7, 2, True)])
-def test_the_kernel_arithmetic_emulated_lane_by_lane_meets_the_int_k_contract(M, K, T, splits, sb_major):
-    problem = random_problem(Workload("q4_K", M=M, K=K, T=T), np.random.default_rng([M, K, T]))
+def test_the_kernel_arithmetic_emulated_lane_by_lane_meets_the_int_k_contract(qtype, M, K, T, splits, sb_major):
+    problem = random_problem(Workload(qtype, M=M, K=K, T=T), np.random.default_rng([M, K, T]))
     got = emulate(problem, splits, sb_major)
     numbers, reason = parity.compare(got, parity.references(problem, "int_k"), parity.TIGHT_TOL)
     assert not reason, f"{reason} ({numbers})"

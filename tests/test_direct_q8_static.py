@@ -55,23 +55,30 @@ def test_the_int_k_reference_is_the_dequantized_product_in_float64():
     assert np.all(np.abs(refs["int"].astype(np.float64) - refs["float64"]) <= refs["bound"] + 1e-6)
 
 
-def test_tile_weights_puts_each_byte_where_the_kernel_reads_it():
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_tile_weights_puts_each_byte_where_the_kernel_reads_it(qtype):
+    """The head as it is; lane t's qs bytes of chunk c at qs + 32 t + 8 c (qs[32c + 4t ..], qs[32c + 16 + 4t ..]);
+    q5_K's qh bytes of the same positions at 16 + 8 t (qh[4t ..], qh[16 + 4t ..])."""
     rng = np.random.default_rng(5)
-    m, nsb = 21, 3
-    packed = rng.integers(0, 256, (m, nsb * 144), dtype=np.uint8)
-    tiled = mmq_direct_q8.tile_weights(packed)
-    assert tiled.shape == (2, nsb, 16, 144)
+    m, nsb, size = 21, 3, mmq_direct_q8.BLOCK_BYTES[qtype]
+    qs_at = size - 128
+    packed = rng.integers(0, 256, (m, nsb * size), dtype=np.uint8)
+    tiled = mmq_direct_q8.tile_weights(packed, qtype=qtype)
+    assert tiled.shape == (2, nsb, 16, size)
     for r in (0, 7, 15, 16, 20):
         for sb in range(nsb):
             row = tiled[r // 16, sb, r % 16]
-            block = packed[r, 144 * sb:144 * (sb + 1)]
+            block = packed[r, size * sb:size * (sb + 1)]
             np.testing.assert_array_equal(row[:16], block[:16])
+            qs, qh = block[qs_at:], block[16:48]
             for t in range(4):
                 for c in range(4):
-                    lane = row[16 + 32 * t + 8 * c:16 + 32 * t + 8 * c + 8]
-                    qs = block[16:]
+                    lane = row[qs_at + 32 * t + 8 * c:qs_at + 32 * t + 8 * c + 8]
                     np.testing.assert_array_equal(lane[:4], qs[32 * c + 4 * t:32 * c + 4 * t + 4])
                     np.testing.assert_array_equal(lane[4:], qs[32 * c + 16 + 4 * t:32 * c + 16 + 4 * t + 4])
+                if qtype == "q5_K":
+                    np.testing.assert_array_equal(row[16 + 8 * t:20 + 8 * t], qh[4 * t:4 * t + 4])
+                    np.testing.assert_array_equal(row[20 + 8 * t:24 + 8 * t], qh[16 + 4 * t:20 + 4 * t])
     assert not tiled[1, :, 5:].any()  # rows 21..31: the zero padding
 
 
@@ -121,15 +128,20 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
     assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q6_K")
+    # q5_K's 176-byte rows make a ring slot 2816 bytes: the same configuration may fit q4_K and not q5_K
+    limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({"RING": 6, "WARPS": 16}, "q4_K")}
+    assert mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q4_K", limit) is None
+    assert "shared memory" in mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q5_K", limit)
 
 
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
                                     {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
                                     {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1}])
-def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params):
-    compiled = mmq_direct_q8.FAMILY.compile_only(params, "q4_K")
-    smem = mmq_direct_q8.smem_bytes(params)
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
+    compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+    smem = mmq_direct_q8.smem_bytes(params, qtype)
     gemm = compiled.summary(["mmq_direct_q8_gemm", "direct_q8_pass"],
                             dynamic_smem_bytes={"mmq_direct_q8_gemm": smem})["kernels"]["mmq_direct_q8_gemm"]
     assert gemm["spill_store_bytes"] == 0 and gemm["spill_load_bytes"] == 0

@@ -1,4 +1,4 @@
-"""The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, q4_K): parity under the
+"""The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, q4_K and q5_K): parity under the
 "int_k" contract (tight against the integer reference on quantize_q8_k's activations, loose against float64),
 the output poisoned with NaN first; the pass's three outputs byte for byte against numpy; launch after launch
 into the same output (the pass zeroes C every call before the splits' reds; GRIDQ's one launch does the pass's work
@@ -24,6 +24,7 @@ CONFIGS = [
     {"GRIDQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
     {"SBMAJOR": 1},  # the weights super-block major
     {"SBMAJOR": 1, "GRIDQ": 1, "PDL": 0, "BULK": 1},
+    {"RING": 2, "SBMAJOR": 1},  # the q4_K tiny champion (perf log run 89)
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -36,15 +37,16 @@ def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
     assert not reason, f"{where}: {reason} ({numbers})"
 
 
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K"])
 @pytest.mark.parametrize("cfg", range(len(CONFIGS)))
-def test_direct_q8_parity(gpu_device, cfg):
+def test_direct_q8_parity(gpu_device, cfg, qtype):
     from kernels import mmq_direct_q8
 
-    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
     rng = np.random.default_rng([cfg, 81])
     for M, K, T in SHAPES:
-        prob = random_problem(rng, "q4_K", M, K, T)
-        assert_int_k_parity(run_once(variant, prob), prob, f"q4_K {M}x{K}x{T} direct_q8 {CONFIGS[cfg]}")
+        prob = random_problem(rng, qtype, M, K, T)
+        assert_int_k_parity(run_once(variant, prob), prob, f"{qtype} {M}x{K}x{T} direct_q8 {CONFIGS[cfg]}")
 
 
 def test_the_pass_writes_q8_scales_and_sums_byte_for_byte(gpu_device):
@@ -76,14 +78,15 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
     return np.broadcast_to(token < T, (tiles, nsb, 16))
 
 
-@pytest.mark.parametrize("cfg", [0, 4, 5, 7, 8])
-def test_launch_after_launch_into_the_same_output(gpu_device, cfg):
+@pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
+                                        (11, "q5_K")])
+def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's)."""
     from kernels import mmq_direct_q8
 
-    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
-    prob = random_problem(np.random.default_rng([cfg, 83]), "q4_K", 512, 4096, 16)
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 83]), qtype, 512, 4096, 16)
     bound = variant.prepare(prob)
     try:
         for launch in range(3):

@@ -70,3 +70,26 @@ def test_the_large_champion_defends_the_huge_regime_until_it_has_its_own(tmp_pat
                       {"family": "mmq_persistent", "params": huge, "mlflow_run_id": "h"}, path)
     specs = incumbents.resolve(PERSISTENT, [w1024, w4096], "sm_90", path)
     assert specs[w1024.label()].params == large and specs[w4096.label()].params == huge
+
+
+def test_an_incumbent_lever_without_the_type_hands_over_to_its_own_incumbent(tmp_path):
+    """direct_q8 claims q5_K, its incumbent `direct` is q4_K only: at q5_K the candidate is measured against what the
+    dispatcher runs there, the `wgmma` champion; at q4_K against the `direct` champion as before."""
+    from experiments.direct_q8 import LEVER as DIRECT_Q8
+
+    path = tmp_path / "champions.json"
+    wgmma_tiny = {"AREG": 1, "BM": 128, "BN": 16, "STAGES": 4, "RAW": 4, "XLOAD": 2}
+    direct_tiny = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8}
+    for qtype in ("q4_K", "q5_K"):
+        champions.promote("wgmma", champions.key(qtype, "sm_90", "tiny"),
+                          {"family": "mmq_wgmma", "params": wgmma_tiny, "mlflow_run_id": "w"}, path)
+    champions.promote("direct", champions.key("q4_K", "sm_90", "tiny"),
+                      {"family": "mmq_direct", "params": direct_tiny, "mlflow_run_id": "d"}, path)
+    cases = workloads.Suite("x", workloads.grid([(4096, 14336)], [16]), "parity").workloads(["q4_K", "q5_K"])
+    specs = incumbents.resolve(DIRECT_Q8, cases, "sm_90", path)
+    by_type = {w.qtype: specs[w.label()] for w in cases}
+    assert (by_type["q4_K"].lever, by_type["q4_K"].family, by_type["q4_K"].params) == ("direct", "mmq_direct", direct_tiny)
+    assert (by_type["q5_K"].lever, by_type["q5_K"].family, by_type["q5_K"].params) == ("wgmma", "mmq_wgmma", wgmma_tiny)
+    assert incumbents.incumbent_lever(DIRECT_Q8, "q5_K").name == "wgmma"
+    assert incumbents.incumbent_lever(CPU_DEMO, "q4_K").name == "cpu_demo"  # its own incumbent
+    assert incumbents.incumbent_lever(CPU_DEMO, "iq2_xs").name == "cpu_demo"  # a type no lever claims: no endless chain

@@ -1,4 +1,4 @@
-// Few-token q4_K GEMM on int8 tensor cores, weights loaded straight into `mma.sync m16n8k32` fragments (lever
+// Few-token q4_K / q5_K GEMM on int8 tensor cores, weights loaded straight into `mma.sync m16n8k32` fragments (lever
 // `direct_q8`). The `direct` kernel's structure (each warp streams its 16-row weight tile through a cp.async ring of
 // its own; the CTA stages its K range's activations in shared memory once; a split K's CTAs add into C with reds)
 // with the activations as int8 and one scale per 256 (llama.cpp's Q8_K granularity) instead of f16:
@@ -13,12 +13,16 @@
 // For weight row r: y += d8 (d/16 float(16 sum_j sc_j I_j) - dmin sum_j m_j bsum_j), I_j = sum_k q_k q8_k (exact int32;
 // the high nibbles' A is 16 q, so their I is 16 I_j and is added to 16 times the low nibbles'). sum_j m_j bsum_j is exact:
 // one f16 m16n8k16 of f16(m_j) (exact) by bsum_j = hi_j + lo_j (hi = f16(bsum), lo = bsum - hi, both exact).
+// q5_K (QTYPE 1): the same with q in 0..31, its fifth bit from qh (bit j of qh[l]: element l of sub-block j). A is q5 as u8
+// for both nibbles of a byte (the high ones shifted down: 16 q5 would not fit), so both I_j are 1x and the sum is 16 (lo + hi).
 //
 // Layouts (kernels/mmq_direct_q8.py writes the weights, direct_q8_pass the activations):
 //   weights  [M / 16 tiles][K / 256][16 rows][144]: a tile's super-block is one contiguous 2304-byte ring slot. Each
 //            row is the q4_K block with its 128 qs bytes permuted so that lane t of a quad reads its 32 bytes at
 //            16 + 32 t: for chunk c, bytes 8c .. 8c + 3 are qs[32c + 4t ..] and 8c + 4 .. are qs[32c + 16 + 4t ..],
-//            the A fragment's k 4t .. 4t + 3 and 16 + 4t .. of sub-block 2c (low nibbles) and 2c + 1 (high)
+//            the A fragment's k 4t .. 4t + 3 and 16 + 4t .. of sub-block 2c (low nibbles) and 2c + 1 (high).
+//            q5_K: 176-byte rows (2816-byte slots), qs so permuted at 48, and its 32 qh bytes at 16 permuted so that
+//            lane t reads qh[4t ..] and qh[16 + 4t ..] (the fifth bits of its two qs words of every chunk) at 16 + 8t
 //   q8       [T][K] int8, each 64-k chunk as 16 words transposed 4 x 4 (word 4t + p holds old word 4p + t): lane t
 //            reads 16 bytes at 16 t, the B fragments (k 4t .., 16 + 4t ..) of both sub-blocks of the chunk
 //   d8       [T / 16 tiles][K / 256][16] f32: a token tile's scales of one super-block together
@@ -29,8 +33,8 @@
 #include "q8_1.cuh"
 #include "wgmma_smem.cuh"  // fence_proxy_async (BULK)
 
-#if QTYPE != 0
-#error "mmq_direct_q8.cu: q4_K only (QTYPE 0)"
+#if QTYPE != 0 && QTYPE != 1
+#error "mmq_direct_q8.cu: q4_K (QTYPE 0) or q5_K (QTYPE 1)"
 #endif
 #ifndef WARPS  // warps per CTA, 16 weight rows each
 #define WARPS 8
@@ -70,7 +74,8 @@
 namespace dq8 {
 
 constexpr int kThreads = 32 * WARPS;
-constexpr int kBlockBytes = 144, kSlotBytes = 16 * kBlockBytes;
+constexpr int kBlockBytes = QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
+constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
 constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride;
@@ -103,6 +108,13 @@ struct RowScales {
     uint32_t mpair;
     float d16, dmin;
 };
+
+// sub-block j's A word of q5_K from a qs word (its low or high nibbles, by the parity of j) and the qh word of the same 4
+// bytes: each byte q | 16 h_j, h_j bit j of its qh byte moved to bit 4 (j folds to a constant in the unrolled loop)
+__device__ __forceinline__ uint32_t q5_word(uint32_t qs, uint32_t qh, int j) {
+    const uint32_t q = (j & 1 ? qs >> 4 : qs) & 0x0F0F0F0Fu;
+    return q | ((j <= 4 ? qh << (4 - j) : qh >> (j - 4)) & 0x10101010u);
+}
 
 __device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
     RowScales s;
@@ -304,11 +316,16 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                                  row_scales(*reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes), t)};
         // sum_j sc_j I_j per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n) over the low-nibble
         // sub-blocks (even j) and 16 times it over the high-nibble ones (odd j): 16 lo + hi is 16 sum_j sc_j I_j
+        // (q5_K: both 1x, and 16 (lo + hi) is)
         int isum[2][2][4] = {};
 #pragma unroll
+#if QTYPE == 1
+        const uint2 qhg = *reinterpret_cast<const uint2*>(slot + 16 + 8 * t);  // qh[4t ..], qh[16 + 4t ..] of row g
+        const uint2 qhh = *reinterpret_cast<const uint2*>(slot + 8 * kBlockBytes + 16 + 8 * t);  // of row g + 8
+#endif
         for (int half = 0; half < 2; ++half) {  // chunks 2 half, 2 half + 1: one 16-byte load per row
-            const uint4 wg = *reinterpret_cast<const uint4*>(slot + 16 + 32 * t + 16 * half);
-            const uint4 wh = *reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes + 16 + 32 * t + 16 * half);
+            const uint4 wg = *reinterpret_cast<const uint4*>(slot + kQsAt + 32 * t + 16 * half);
+            const uint4 wh = *reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes + kQsAt + 32 * t + 16 * half);
             const uint32_t rg[4] = {wg.x, wg.y, wg.z, wg.w}, rh[4] = {wh.x, wh.y, wh.z, wh.w};
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
@@ -317,10 +334,16 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
                 for (int n = 0; n < 2; ++n) b[n] = *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
 #pragma unroll
-                for (int hi = 0; hi < 2; ++hi) {  // sub-block 2c + hi: the low nibbles (q) or the high ones (16 q)
+                for (int hi = 0; hi < 2; ++hi) {  // sub-block 2c + hi: the low nibbles (q) or the high ones (16 q; q5_K: q)
+#if QTYPE == 1
+                    const int j = 2 * c + hi;
+                    const uint32_t a[4] = {q5_word(rg[2 * cc], qhg.x, j), q5_word(rh[2 * cc], qhh.x, j),
+                                           q5_word(rg[2 * cc + 1], qhg.y, j), q5_word(rh[2 * cc + 1], qhh.y, j)};
+#else
                     const uint32_t mask = hi ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
                     const uint32_t a[4] = {rg[2 * cc] & mask, rh[2 * cc] & mask, rg[2 * cc + 1] & mask,
                                            rh[2 * cc + 1] & mask};
+#endif
 #pragma unroll
                     for (int n = 0; n < 2; ++n) {
                         int d[4];
@@ -341,7 +364,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const RowScales& r = rs[e >> 1];
-                const int i16 = 16 * isum[0][n][e] + isum[1][n][e];
+                const int i16 = 16 * isum[0][n][e] + (QTYPE == 1 ? 16 : 1) * isum[1][n][e];
                 const float v = fmaf(r.d16, static_cast<float>(i16), -r.dmin * msum[e]);
                 acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, v, acc[n][e]);
             }
