@@ -22,6 +22,9 @@ Parameters (compile time unless said):
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
+  NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
+              zeroed): 1 launches the GEMM alone, no activation pass, so a bench row beside the same configuration
+              says what the pass and the GEMM's wait for it cost per call
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "PROBE": 0, "SPLITK": 0}
+            "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "PROBE")
 X_ROW_PAD = 64
 PASS_THREADS = 256
@@ -78,6 +81,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"XSHARED={p['XSHARED']} is not 1..16 super-blocks"
     if p["SBMAJOR"] not in (0, 1):
         return f"SBMAJOR={p['SBMAJOR']} is not 0 (tile major) or 1 (super-block major weights)"
+    if p["NOPASS"] not in (0, 1) or (p["NOPASS"] and p["GRIDQ"]):
+        return f"NOPASS={p['NOPASS']}: 0, or a timing probe 1 (the GEMM without its pass; not with GRIDQ, which has none)"
     if p["PROBE"] not in (0, 1, 2):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1 (stream only) / 2 (no loop), wrong numbers"
     if p["BULK"] not in (0, 1):
@@ -139,6 +144,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.gridq = bool(variant.params.get("GRIDQ", 0))
+        self.variant_params = variant.params
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
@@ -200,8 +206,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
             self.arrived = None
 
     def activation_pass(self, x) -> None:
-        if self.gridq:
-            return  # the GEMM's own warps quantize
+        if self.gridq or self.variant_params.get("NOPASS"):
+            return  # the GEMM's own warps quantize (GRIDQ); NOPASS: a timing probe of the GEMM alone
         wl = self.wl
         warps = wl.T * (wl.K // 256)
         q8, d8, sums = self.scratch

@@ -177,6 +177,16 @@ def test_the_launches_are_the_pass_then_the_gemm_as_its_dependent():
     assert list(gemm_args[1:4]) == [buf.ptr for buf in bound.scratch] and len(gemm_args) == 9
 
 
+def test_the_nopass_probe_launches_the_gemm_alone_with_the_same_cubin():
+    """NOPASS (a timing probe): the call is the GEMM alone, with the buffers the pass would have written; it is a launch
+    choice, so the kernel compiled is the configuration's own."""
+    device, bound = recorded({"NOPASS": 1})
+    bound.run()
+    assert [name for name, *_ in device.launches] == ["mmq_direct_q8_gemm (dependent)"]
+    assert list(device.launches[0][3][1:4]) == [buf.ptr for buf in bound.scratch]
+    assert mmq_direct_q8.FAMILY.source({"NOPASS": 1}, "q4_K") == mmq_direct_q8.FAMILY.source({}, "q4_K")
+
+
 def test_gridq_is_one_cooperative_launch_with_the_activations_a_counter_and_each_launch_s_epoch():
     """One launch per call, cooperative (the driver places every CTA at once or refuses), the counter and the epoch
     that launch waits for; a launch that fails on the host gives its epoch back, so the next one does not wait for
