@@ -318,11 +318,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         // sub-blocks (even j) and 16 times it over the high-nibble ones (odd j): 16 lo + hi is 16 sum_j sc_j I_j
         // (q5_K: both 1x, and 16 (lo + hi) is)
         int isum[2][2][4] = {};
-#pragma unroll
 #if QTYPE == 1
         const uint2 qhg = *reinterpret_cast<const uint2*>(slot + 16 + 8 * t);  // qh[4t ..], qh[16 + 4t ..] of row g
         const uint2 qhh = *reinterpret_cast<const uint2*>(slot + 8 * kBlockBytes + 16 + 8 * t);  // of row g + 8
 #endif
+#pragma unroll
         for (int half = 0; half < 2; ++half) {  // chunks 2 half, 2 half + 1: one 16-byte load per row
             const uint4 wg = *reinterpret_cast<const uint4*>(slot + kQsAt + 32 * t + 16 * half);
             const uint4 wh = *reinterpret_cast<const uint4*>(slot + 8 * kBlockBytes + kQsAt + 32 * t + 16 * half);
