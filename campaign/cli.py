@@ -325,10 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("round-table", help="a bench table's `champion` line as one table, and issue 6's bars judged")
-    p.add_argument("bench_csv", help="campaign bench's bench.csv (its ceilings.json beside it)")
-    p.add_argument("--ceilings", help="another ceilings.json")
-    p.add_argument("--line", default="champion")
+    p = sub.add_parser("round-table", help="a bench table's `champion` line as one table, and issue 6's bars judged "
+                                           "(campaign/round_table.py; `campaign round-table -h`)", add_help=False)
     p.set_defaults(func=cmd_round_table)
 
     p = sub.add_parser("ui", help="start the MLflow UI on the local tracking store")
@@ -342,20 +340,20 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_bench(args) -> int:
     from campaign import bench
 
-    return bench.main(args.bench_args)
+    return bench.main(args.own_args)
 
 
 def cmd_round_table(args) -> int:
     from campaign import round_table
 
-    return round_table.main([args.bench_csv, "--line", args.line, *(["--ceilings", args.ceilings] if args.ceilings else [])])
+    return round_table.main(args.own_args)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command == "bench":  # bench parses its own options
-        args.bench_args = extra
+    if args.command in ("bench", "round-table"):  # these parse their own options
+        args.own_args = extra
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # our own lines say what happens
