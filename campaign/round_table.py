@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from campaign import anchors
+from campaign import anchors, workloads
 from campaign.bench import DENSE_SHAPES, DENSE_TS, TYPES
 from campaign.errors import CampaignError
+from kernels.family import Workload
 
 LLAMA_RATIO = 1.5
 DEQUANT_MAX_T = 256
@@ -47,12 +48,6 @@ def champion_rows(df: pd.DataFrame, line: str) -> pd.DataFrame:
         raise CampaignError(f"the bench table has no {line!r} line (have: {', '.join(sorted(set(df['line'])))}); "
                             f"run the bench with --lines dequant_cublas,{line}")
     return rows
-
-
-def weight_bytes(qtype: str, M: int, K: int) -> int:
-    from kernels import quant
-
-    return M * quant.get(qtype).row_bytes(K)
 
 
 def llama_bar(rows: pd.DataFrame) -> Bar:
@@ -88,7 +83,7 @@ def stream_bar(rows: pd.DataFrame, ceilings: dict) -> Bar:
     bandwidth = ceilings.get("bandwidth_gbps")
     if not bandwidth:
         return Bar("stream", "not judged", "no HBM bandwidth measured in this run (bench without --no-ceilings)")
-    nbytes, us = weight_bytes(qtype, M, K), float(hit["median_us"].iloc[0])
+    nbytes, us = workloads.weight_bytes(Workload(qtype, M, K, T)), float(hit["median_us"].iloc[0])
     fraction = nbytes / (us * 1e-6) / (bandwidth * 1e9)
     bar_us = nbytes / (STREAM_FRACTION * bandwidth * 1e9) * 1e6
     verdict = "pass" if fraction >= STREAM_FRACTION else "fail"

@@ -142,9 +142,14 @@ def get(name: str) -> Suite:
     return SUITES[name]
 
 
+def weight_bytes(w: Workload) -> int:
+    """The packed weights' bytes (every expert's for MoE)."""
+    return w.M * quant.get(w.qtype).row_bytes(w.K) * max(1, w.n_experts)
+
+
 def workload_bytes(w: Workload) -> float:
     """Bytes a GEMM must move at least: packed weights + float32 activations + float32 output."""
-    weights = w.M * quant.get(w.qtype).row_bytes(w.K) * max(1, w.n_experts)
+    weights = weight_bytes(w)
     rows_out = w.T * (w.top_k if w.is_moe else 1)
     return float(weights + w.T * w.K * 4 + rows_out * w.M * 4)
 
