@@ -307,7 +307,8 @@ class MMQDirectFamily(mmq_f16.MMQF16Family):
 def tile_weights(w_packed: np.ndarray, rows: int, sb_major: bool = False, block_bytes: int = 144) -> np.ndarray:
     """WTILE's layout of q4_K rows [M, K / 256 x 144] (or another type's super-blocks of `block_bytes`): M padded with
     zero rows to a multiple of `rows`, then for each tile of `rows` rows its super-blocks in order, each the tile's
-    `rows` x 144 bytes (row-major): [M / rows][K / 256][rows][144]; sb_major (WTILE 2): [K / 256][M / rows][rows][144]."""
+    `rows` x `block_bytes` bytes (row-major): [M / rows][K / 256][rows][block_bytes]; sb_major (WTILE 2):
+    [K / 256][M / rows][rows][block_bytes]."""
     m, row_bytes = w_packed.shape
     tiles, nsb = -(-m // rows), row_bytes // block_bytes
     padded = np.zeros((tiles * rows, row_bytes), np.uint8)
