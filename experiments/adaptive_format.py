@@ -25,7 +25,7 @@ LEVER = Lever(
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: mmq_adaptive.FAMILY.invalid(params, "q8_0", info),
+    valid=lambda params, info, qtype: mmq_adaptive.FAMILY.invalid(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA", "HMMA"),  # one part each: the static gate reads the union of the parts
     per_shape=True,

@@ -10,7 +10,7 @@ A lever module is a declaration (Kernel Tuner's `tune_kernel` shape), never a lo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 # A search space is a plain dict: name -> list of choices (categorical) or
 # (low, high) / (low, high, step) int ranges. Optuna samples it define-by-run.
@@ -28,8 +28,8 @@ class Lever:
     incumbent: str | None  # lever whose champion (or defaults) it must beat; None = baseline
     fixed: dict = field(default_factory=dict)  # params not searched
     defaults: dict = field(default_factory=dict)  # the configuration CI's static gate compiles
-    # returns None when (params, device_info) is buildable, else the one-line reason
-    valid: Callable[[dict, dict], str | None] | None = None
+    # returns None when (params, device_info, qtype) is buildable, else the one-line reason
+    valid: Callable[[dict, dict, str], str | None] | None = None
     margin: float = 0.02  # required gain over the noise floor (fraction)
     sass_claims: tuple[str, ...] = ()  # e.g. ("IMMA",) checked by the static gate
     allow_spills: bool = False
@@ -39,5 +39,13 @@ class Lever:
     per_shape: bool = False
     description: str = ""
 
-    def check(self, params: dict, device_info: dict) -> str | None:
-        return self.valid(params, device_info) if self.valid else None
+    def check(self, params: dict, device_info: dict, types: Sequence[str] | None = None) -> str | None:
+        """The first reason `params` cannot be built for one of `types` (default: all the lever's types), or None.
+        Per type, since a rule's sizes are the type's: q5_K's 176-byte super-blocks need more staging than q4_K's 144."""
+        if self.valid is None:
+            return None
+        for qtype in types or self.types:
+            reason = self.valid(params, device_info, qtype)
+            if reason:
+                return reason if len(types or self.types) == 1 else f"{qtype}: {reason}"
+        return None

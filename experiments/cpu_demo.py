@@ -10,7 +10,7 @@ from kernels.cpu_blocked import scratch_bytes
 SCRATCH_BUDGET = 32 << 20  # the CPU stand-in for a shared-memory limit
 
 
-def fits_scratch(params: dict, device_info: dict) -> str | None:
+def fits_scratch(params: dict, device_info: dict, qtype: str) -> str | None:
     need = scratch_bytes(params)
     return None if need <= SCRATCH_BUDGET else f"tile scratch {need >> 20} MiB > budget {SCRATCH_BUDGET >> 20} MiB"
 

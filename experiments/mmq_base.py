@@ -26,7 +26,7 @@ LEVER = Lever(
     types=("q4_K", "q5_K", "q6_K", "q8_0"),
     incumbent="dequant_cublas",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: mmq_base.invalid_reason(params, "q8_0", info),
+    valid=lambda params, info, qtype: mmq_base.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),
     description="fused K-quant x Q8_1 int8 mma.sync GEMM, synchronous or double-buffered cp.async staging",

@@ -28,7 +28,7 @@ LEVER = Lever(
     types=("q4_K", "q5_K", "q6_K", "q8_0"),
     incumbent="moe_matvec",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: moe_fused.FAMILY.invalid(params, "q8_0", info),
+    valid=lambda params, info, qtype: moe_fused.FAMILY.invalid(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),
     description="grouped expert MMQ over the GPU router's work list: expert weights loaded once per token tile, "

@@ -22,7 +22,7 @@ LEVER = Lever(
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: mmq_persistent.invalid_reason(params, "q8_0", info),
+    valid=lambda params, info, qtype: mmq_persistent.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),
     description="mmq_base tile on persistent CTAs with an atomic tile queue (tile order, stream-K k chunks)",

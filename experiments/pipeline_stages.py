@@ -19,7 +19,7 @@ LEVER = Lever(
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: mmq_base.invalid_reason(params, "q8_0", info),
+    valid=lambda params, info, qtype: mmq_base.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA", "LDGSTS"),
     description="mmq_base with a 2-4 deep cp.async staging ring (LDGSTS), searched with the tile",

@@ -61,7 +61,7 @@ LEVER = Lever(
     types=MMQ_BASE.types,
     incumbent="mmq_base",
     # q8_0 stages the most raw bytes per row: a configuration that fits it fits every type
-    valid=lambda params, info: mmq_wgmma.invalid_reason(params, "q8_0", info),
+    valid=lambda params, info, qtype: mmq_wgmma.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("HGMMA",),
     description="weights dequantized into wgmma A registers (sm_90a), f16 activations by copy engine or in-kernel, f32",

@@ -26,9 +26,7 @@ LEVER = Lever(
     suite="dense",
     types=MMQ_BASE.types,
     incumbent="wgmma",
-    # q8_0 stages the most raw bytes per row and q6_K cuts the token tile the finest: check both
-    valid=lambda params, info: (mmq_wgmma_i8.invalid_reason(params, "q8_0", info)
-                                or mmq_wgmma_i8.invalid_reason(params, "q6_K", info)),
+    valid=lambda params, info, qtype: mmq_wgmma_i8.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IGMMA",),
     description="int8 wgmma (s32.s8.s8, sm_90a): weights unpacked into A registers, Q8_1 activations, per-32 f32 rescale",

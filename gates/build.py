@@ -36,7 +36,7 @@ def build_one(lever: Lever, family, params: dict, qtype: str, device) -> tuple[V
 
 def build_all(lever: Lever, family, params: dict, types: list[str], device) -> tuple[dict[str, Variant], GateResult]:
     """Variants keyed by qtype, and one static verdict for them all (the lever's check first)."""
-    reason = lever.check(params, device.info)
+    reason = lever.check(params, device.info, types)
     if reason:
         return {}, GateResult("static", False, {"check": "invalid"}, reason)
     variants, verdicts = {}, {}

@@ -134,6 +134,18 @@ def test_invalid_configurations_say_why(params, reason):
     assert "shared memory" in mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q5_K", limit)
 
 
+
+def test_the_lever_judges_each_type_by_its_own_sizes():
+    """A study of q5_K alone must not take a configuration that fits only q4_K's 144-byte rows (its trial would be
+    spent on a build the family refuses), and a study of q4_K must not lose it."""
+    from experiments.direct_q8 import LEVER
+
+    params = {**LEVER.fixed, **LEVER.defaults, "WARPS": 16, "MIN_BLOCKS": 1, "RING": 5, "XSHARED": 4}
+    h200 = {"smem_per_block_optin": 232448}
+    assert LEVER.check(params, h200, ["q4_K"]) is None
+    assert "shared memory" in LEVER.check(params, h200, ["q5_K"])
+    assert LEVER.check(params, h200).startswith("q5_K: shared memory")  # every type the lever claims
+
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
                                     {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
