@@ -20,6 +20,9 @@ Parameters (compile time unless said):
               resident at once: the launcher refuses a grid the GPU does not hold in one wave
   SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
+  L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
+              L2AHEAD before the GEMM waits for its pass, then one per loop step: the weights stream while the pass
+              runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
@@ -43,8 +46,8 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "PROBE")
+            "L2AHEAD": 0, "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "PROBE")
 X_ROW_PAD = 64
 PASS_THREADS = 256
 
@@ -83,6 +86,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"SBMAJOR={p['SBMAJOR']} is not 0 (tile major) or 1 (super-block major weights)"
     if p["NOPASS"] not in (0, 1) or (p["NOPASS"] and p["GRIDQ"]):
         return f"NOPASS={p['NOPASS']}: 0, or a timing probe 1 (the GEMM without its pass; not with GRIDQ, which has none)"
+    if not 0 <= p["L2AHEAD"] <= 8:
+        return f"L2AHEAD={p['L2AHEAD']} is not 0..8 super-blocks asked of L2 ahead of the ring"
     if p["PROBE"] not in (0, 1, 2):
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1 (stream only) / 2 (no loop), wrong numbers"
     if p["BULK"] not in (0, 1):

@@ -6,7 +6,7 @@ compiles without spills, its loop on IMMA with the min term on HMMA."""
 import numpy as np
 import pytest
 
-from kernels import mmq_direct_q8, quant
+from kernels import mmq_direct_q8, nvcc, quant
 from kernels.family import Workload
 from gates import parity
 from gates.inputs import random_problem
@@ -123,7 +123,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 @pytest.mark.parametrize("params, reason", [
     ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
     ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
-    ({"PROBE": 3}, "PROBE=3"),
+    ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -149,7 +149,8 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
                                     {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
-                                    {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1}])
+                                    {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3}, {"BULK": 1, "L2AHEAD": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -164,6 +165,22 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
     assert ("UBLKCP" in sass) == bool(params.get("BULK")) and ("LDGSTS" in sass)  # (the activations: cp.async)
+
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_l2ahead_asks_l2_for_that_many_slots_before_the_pass_wait_and_one_a_loop_step(ahead):
+    """L2AHEAD n: n bulk L2 prefetches between the ring's prologue and griddepcontrol.wait (issued while the pass
+    runs), one in the loop (n ahead of the ring's copy), none after it; L2AHEAD 0 compiles none."""
+    params = {"RING": 2, "SBMAJOR": 1, "L2AHEAD": ahead}
+    sass = mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass
+    gemm = sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+    before_wait = gemm.split("ACQBULK")[0]  # griddepcontrol.wait's SASS
+    assert gemm.count("ACQBULK") == 1
+    assert before_wait.count("UBLKPF") == ahead
+    assert gemm.count("UBLKPF") == (ahead + 1 if ahead else 0)
+    before, after = nvcc.sass_main_loop(sass, "mmq_direct_q8_gemm")
+    assert before["UBLKPF"] + after["UBLKPF"] == (1 if ahead else 0)
 
 
 def recorded(params: dict, M=4096, K=14336, T=16, registers=112):

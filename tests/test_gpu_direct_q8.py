@@ -25,6 +25,8 @@ CONFIGS = [
     {"SBMAJOR": 1},  # the weights super-block major
     {"SBMAJOR": 1, "GRIDQ": 1, "PDL": 0, "BULK": 1},
     {"RING": 2, "SBMAJOR": 1},  # the q4_K tiny champion (perf log run 89)
+    {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3},  # its weights asked of L2 ahead of the ring (a hint: the same numbers)
+    {"RING": 3, "XSHARED": 3, "L2AHEAD": 8},  # asks past a short range's end are skipped
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

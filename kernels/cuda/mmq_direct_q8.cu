@@ -60,6 +60,9 @@
 #ifndef SBMAJOR  // 1: the weights super-block major, [K / 256][M / 16][16][144]: at a loop step the warps of a K range
 #define SBMAJOR 0  // read one contiguous run of tiles' slots (0: [M / 16][K / 256][16][144], each warp its own run)
 #endif
+#ifndef L2AHEAD  // super-blocks past its ring that each warp asks L2 for (one bulk prefetch a slot) ahead of copying them:
+#define L2AHEAD 0   // the first L2AHEAD before the GEMM waits for its pass, so the weights stream while the pass runs,
+#endif              // then one a loop step, L2AHEAD ahead of the ring's copy (0: none)
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -69,6 +72,9 @@
 #if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
     GRIDQ > 1 || (GRIDQ && PDL)
 #error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
+#endif
+#if L2AHEAD < 0 || L2AHEAD > 8
+#error "mmq_direct_q8.cu: L2AHEAD 0..8"
 #endif
 
 namespace dq8 {
@@ -207,7 +213,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const int row0 = (blockIdx.x * WARPS + warp) * 16, tok0 = blockIdx.z * 16, rows = min(16, T - tok0);
     const long long tile = min(row0 / 16, (M - 1) / 16);  // a warp past M streams the last tile and stores nothing
     const long long tiles = (M + 15) / 16, slot_stride = SBMAJOR ? tiles * kSlotBytes : kSlotBytes;  // next super-block
-    const uint8_t* src = W + (SBMAJOR ? sb_begin * tiles + tile : tile * nsb + sb_begin) * kSlotBytes + 16 * lane;
+    const uint8_t* slots = W + (SBMAJOR ? sb_begin * tiles + tile : tile * nsb + sb_begin) * kSlotBytes;
+    const uint8_t* src = slots + 16 * lane;
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + RING * WARPS * kSlotBytes;
 #if BULK
@@ -239,8 +246,18 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         src += slot_stride;
     };
+    const uint8_t* ahead = slots + (RING - 1) * slot_stride;  // the next super-block to ask L2 for, the ring's first
+    auto ask_l2 = [&](int s) {  // super-block s of the range (the one at `ahead`) into L2: a hint, nothing to wait for
+        if (L2AHEAD > 0) {
+            if (lane == 0 && s < nrange)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ahead), "r"(kSlotBytes) : "memory");
+            ahead += slot_stride;
+        }
+    };
 #pragma unroll
     for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+#pragma unroll
+    for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
 #if GRIDQ
     {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
         const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
@@ -286,6 +303,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
+        ask_l2(s + RING - 1 + L2AHEAD);
 #if BULK
         if (s < 2) {  // this thread's copies of super-block s's activations (the only cp.async groups), then every thread's
             if (s == 0) mmq::cp_async_wait<1>(); else mmq::cp_async_wait<0>();
