@@ -41,11 +41,12 @@ class Lever:
 
     def check(self, params: dict, device_info: dict, types: Sequence[str] | None = None) -> str | None:
         """The first reason `params` cannot be built for one of `types` (default: all the lever's types), or None.
-        Per type, since a rule's sizes are the type's: q5_K's 176-byte super-blocks need more staging than q4_K's 144."""
+        Asked per type: a rule's sizes are the type's (q5_K's 176-byte super-blocks stage more than q4_K's 144)."""
         if self.valid is None:
             return None
-        for qtype in types or self.types:
+        types = list(types or self.types)
+        for qtype in types:
             reason = self.valid(params, device_info, qtype)
             if reason:
-                return reason if len(types or self.types) == 1 else f"{qtype}: {reason}"
+                return reason if len(types) == 1 else f"{qtype}: {reason}"
         return None

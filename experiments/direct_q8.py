@@ -5,8 +5,10 @@ about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step 
 one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
 IMMA, the sub-block scales exact integer IMADs, and the f32 work once per super-block; the staged activations take
 half the shared memory, so 2 CTAs per SM keep a deeper ring. Searched: warps per CTA, CTAs per SM, ring depth,
-staged super-blocks (which set the K split), whether a ring slot is one bulk copy, whether the call is one launch (the grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), how many super-blocks each warp asks of L2 ahead of its ring (L2AHEAD), and whether the GEMM is a dependent launch of its pass. Its incumbent
-is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion, campaign.incumbents)."""
+staged super-blocks (which set the K split), whether a ring slot is one bulk copy, whether the call is one launch (the
+grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), how many super-blocks each warp asks of L2 ahead of its
+ring (L2AHEAD), and whether the GEMM is a dependent launch of its pass. Its incumbent is the `direct` champion of the
+regime (q5_K, which `direct` lacks: the `wgmma` champion, campaign.incumbents)."""
 from experiments.base import Lever
 from kernels import mmq_direct_q8
 
