@@ -24,7 +24,6 @@ LEVER = Lever(
     suite="dense_xover_4096x14336",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
-    # q8_0 stages the most bytes per row: a configuration that fits it fits every type
     valid=lambda params, info, qtype: mmq_adaptive.FAMILY.invalid(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA", "HMMA"),  # one part each: the static gate reads the union of the parts

@@ -25,7 +25,6 @@ LEVER = Lever(
     suite="dense",
     types=("q4_K", "q5_K", "q6_K", "q8_0"),
     incumbent="dequant_cublas",
-    # q8_0 stages the most bytes per row: a configuration that fits it fits every type
     valid=lambda params, info, qtype: mmq_base.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),

@@ -27,7 +27,6 @@ LEVER = Lever(
     suite="moe_qwen3",
     types=("q4_K", "q5_K", "q6_K", "q8_0"),
     incumbent="moe_matvec",
-    # q8_0 stages the most bytes per row: a configuration that fits it fits every type
     valid=lambda params, info, qtype: moe_fused.FAMILY.invalid(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),

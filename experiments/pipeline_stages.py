@@ -18,7 +18,6 @@ LEVER = Lever(
     suite="dense_span",
     types=MMQ_BASE.types,
     incumbent="mmq_base",
-    # q8_0 stages the most bytes per row: a configuration that fits it fits every type
     valid=lambda params, info, qtype: mmq_base.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA", "LDGSTS"),
