@@ -134,7 +134,6 @@ def test_invalid_configurations_say_why(params, reason):
     assert "shared memory" in mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q5_K", limit)
 
 
-
 def test_the_lever_judges_each_type_by_its_own_sizes():
     """A study of q5_K alone must not take a configuration that fits only q4_K's 144-byte rows (its trial would be
     spent on a build the family refuses), and a study of q4_K must not lose it."""
@@ -145,6 +144,7 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
     assert LEVER.check(params, h200, ["q4_K"]) is None
     assert "shared memory" in LEVER.check(params, h200, ["q5_K"])
     assert LEVER.check(params, h200).startswith("q5_K: shared memory")  # every type the lever claims
+
 
 @pytest.mark.parametrize("params", [{}, {"RING": 2}, {"RING": 6, "XSHARED": 4}, {"WARPS": 4, "MIN_BLOCKS": 4, "RING": 3},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
@@ -167,14 +167,13 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     assert ("UBLKCP" in sass) == bool(params.get("BULK")) and ("LDGSTS" in sass)  # (the activations: cp.async)
 
 
-
 @pytest.mark.parametrize("ahead", [0, 1, 3])
 def test_l2ahead_asks_l2_for_that_many_slots_before_the_pass_wait_and_one_a_loop_step(ahead):
     """L2AHEAD n: n bulk L2 prefetches between the ring's prologue and griddepcontrol.wait (issued while the pass
     runs), one in the loop (n ahead of the ring's copy), none after it; L2AHEAD 0 compiles none."""
     params = {"RING": 2, "SBMAJOR": 1, "L2AHEAD": ahead}
     sass = mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass
-    gemm = sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+    gemm = nvcc.sass_functions(sass)["mmq_direct_q8_gemm"]
     before_wait = gemm.split("ACQBULK")[0]  # griddepcontrol.wait's SASS
     assert gemm.count("ACQBULK") == 1
     assert before_wait.count("UBLKPF") == ahead

@@ -246,7 +246,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         src += slot_stride;
     };
-    const uint8_t* ahead = slots + (RING - 1) * slot_stride;  // the next super-block to ask L2 for, the ring's first
+    const uint8_t* ahead = slots + (RING - 1) * slot_stride;  // the next super-block to ask L2 for (first: past the ring)
     auto ask_l2 = [&](int s) {  // super-block s of the range (the one at `ahead`) into L2: a hint, nothing to wait for
         if (L2AHEAD > 0) {
             if (lane == 0 && s < nrange)
