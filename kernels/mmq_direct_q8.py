@@ -18,6 +18,12 @@ Parameters (compile time unless said):
               matrix, and C zeroed) while their first weights stream, then every CTA waits at a grid-wide arrival
               count (a monotonic counter: launch e waits for e x CTAs) before staging its range. Every CTA must be
               resident at once: the launcher refuses a grid the GPU does not hold in one wave
+  CLUSTERQ    n = 1, 2, 4, 8 (PDL 0): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
+              range and token tile) quantize the range's f32 activations once, each a share, into every member's
+              shared memory (distributed shared memory); the first K range's CTA of each tile zeroes its tile of C and
+              publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it before their reds
+              (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). The launcher rounds the row
+              tiles' CTAs up to a multiple of n (the extra warps stream the last tile and store nothing)
   SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
@@ -46,8 +52,10 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "L2AHEAD": 0, "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
-COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "PROBE")
+            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
+COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
+                "PROBE")
+CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 X_ROW_PAD = 64
 PASS_THREADS = 256
 
@@ -60,10 +68,11 @@ def full_params(params: dict) -> dict:
 
 def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
     """kSmemBytes in mmq_direct_q8.cu: each warp's ring of 16-row slots and the 16 staged token rows (256 bytes per
-    super-block)."""
+    super-block); CLUSTERQ: the range's sums (8 bytes per token, super-block and t, rows padded by 4) and scales."""
     p = full_params(params)
     slot_bytes = TILE_ROWS * BLOCK_BYTES[qtype]
-    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD)
+    cluster_q = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * 8 + p["XSHARED"] * TOKEN_TILE * 4 if p["CLUSTERQ"] else 0
+    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD) + cluster_q
 
 
 def static_smem_bytes(params: dict) -> int:
@@ -94,6 +103,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
     if p["GRIDQ"] not in (0, 1) or (p["GRIDQ"] and p["PDL"]):
         return f"GRIDQ={p['GRIDQ']}: 0, or 1 with PDL 0 (one launch: no pass to depend on)"
+    if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] or p["GRIDQ"] or p["NOPASS"])):
+        return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0, GRIDQ 0 and NOPASS 0 "
+                f"(one launch: no pass)")
     if p["PDL"] not in (0, 1):
         return f"PDL={p['PDL']} is not 0 or 1 (the GEMM a dependent launch of its pass)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -151,12 +163,17 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.gridq = bool(variant.params.get("GRIDQ", 0))
         self.nopass = bool(variant.params.get("NOPASS", 0))
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
+        self.cluster_q = variant.params.get("CLUSTERQ", 0)
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
+        if self.cluster_q:  # whole clusters along the row tiles
+            gy = -(-gy // self.cluster_q) * self.cluster_q
         self.grid = (gy, gz, gx)
         if variant.params.get("PDL", 0):  # the GEMM starts while its pass runs
             self.gemm = device.dependent_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
         self.arrived, self.epoch = None, 0
+        # CLUSTERQ: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
+        self.flags = device.to_device(np.zeros(gy * gx, np.int32)) if self.cluster_q else None
         if self.gridq:  # every CTA waits for all the others: they must all be resident at once
             resident = mmq_base.cta_slots(handle["threads"], self.smem + static_smem_bytes(variant.params), device.info,
                                           variant.resources.get("registers", 128))
@@ -192,12 +209,20 @@ class DirectQ8Bound(mmq_base.MMQBound):
         return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
 
     def extra_args(self) -> tuple:
-        if not self.gridq:
-            return ()
-        return (self.x[self.current].ptr, self.arrived.ptr, np.uint32(self.epoch))
+        if self.gridq:
+            return (self.x[self.current].ptr, self.arrived.ptr, np.uint32(self.epoch))
+        if self.cluster_q:
+            return (self.x[self.current].ptr, self.flags.ptr, np.int32(self.epoch))
+        return ()
 
     def run(self) -> None:
-        self.epoch = (self.epoch + 1) % 2**32  # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32)
+        # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32); CLUSTERQ: launch e's tiles are zeroed when their
+        # flag reads e (never 0, the flags' start)
+        if not self.gridq:
+            self.epoch = self.epoch % (2**31 - 1) + 1
+            super().run()
+            return
+        self.epoch = (self.epoch + 1) % 2**32
         try:
             super().run()
         except Exception:
@@ -206,13 +231,14 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def release(self) -> None:
         super().release()
-        if getattr(self, "arrived", None) is not None:
-            self.arrived.release()
-            self.arrived = None
+        for name in ("arrived", "flags"):
+            if getattr(self, name, None) is not None:
+                getattr(self, name).release()
+                setattr(self, name, None)
 
     def activation_pass(self, x) -> None:
-        if self.gridq or self.nopass:
-            return  # the GEMM's own warps quantize (GRIDQ); NOPASS: a timing probe of the GEMM alone
+        if self.gridq or self.cluster_q or self.nopass:
+            return  # the GEMM's own warps quantize (GRIDQ, CLUSTERQ); NOPASS: a timing probe of the GEMM alone
         wl = self.wl
         warps = wl.T * (wl.K // 256)
         q8, d8, sums = self.scratch

@@ -3,6 +3,8 @@
 against float64 of the dequantized operands, the weight and activation layouts the kernel reads (byte for byte
 against index formulas written out), the launcher's checks, and nvcc: every configuration of the lever's list
 compiles without spills, its loop on IMMA with the min term on HMMA."""
+import re
+
 import numpy as np
 import pytest
 
@@ -123,7 +125,9 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 @pytest.mark.parametrize("params, reason", [
     ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
     ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
-    ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"),
+    ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
+    ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
+    ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -150,7 +154,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 3, "XSHARED": 8}, {"PDL": 0},
                                     {"BULK": 1}, {"BULK": 1, "RING": 3, "XSHARED": 3}, {"GRIDQ": 1, "PDL": 0},
                                     {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1},
-                                    {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3}, {"BULK": 1, "L2AHEAD": 1}])
+                                    {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3}, {"BULK": 1, "L2AHEAD": 1},
+                                    {"CLUSTERQ": 8, "PDL": 0}, {"CLUSTERQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
+                                    {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -164,7 +170,9 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
-    assert ("UBLKCP" in sass) == bool(params.get("BULK")) and ("LDGSTS" in sass)  # (the activations: cp.async)
+    assert ("UBLKCP" in sass) == bool(params.get("BULK"))
+    # cp.async: the weights' pieces (BULK 0) and the staged activations (all but CLUSTERQ, which quantizes them itself)
+    assert ("LDGSTS" in sass) == (not params.get("BULK") or not params.get("CLUSTERQ"))
 
 
 @pytest.mark.parametrize("ahead", [0, 1, 3])
@@ -274,3 +282,32 @@ def test_the_shared_memory_limit_counts_bulk_s_static_mbarriers():
     limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({}) + 8}
     assert mmq_direct_q8.invalid_reason({}, "q4_K", limit) is None
     assert "shared memory" in mmq_direct_q8.invalid_reason({"BULK": 1}, "q4_K", limit)
+
+
+@pytest.mark.parametrize("cluster", [1, 2, 8])
+def test_clusterq_quantizes_into_every_cluster_cta_and_waits_for_no_pass(cluster):
+    """CLUSTERQ n: no griddepcontrol.wait (there is no pass); the activations' stores go to n CTAs' shared memory (per
+    unit and lane 2 int8 words and the scale, 2 f16 halves of the sums: 3n 32-bit and 2n 16-bit stores, unrolled over
+    the members); the cluster barrier's two halves (n > 1); range 0's release of its zeroed tile and the others'
+    acquire of it."""
+    sass = mmq_direct_q8.FAMILY.compile_only({"CLUSTERQ": cluster, "PDL": 0, "RING": 2, "SBMAJOR": 1}, "q4_K").sass
+    gemm = nvcc.sass_functions(sass)["mmq_direct_q8_gemm"]
+    assert "ACQBULK" not in gemm
+    assert len(re.findall(r"\bST\.E ", gemm)) == 3 * cluster and gemm.count("ST.E.U16 ") == 2 * cluster
+    assert (gemm.count("UCGABAR_ARV"), gemm.count("UCGABAR_WAIT")) == ((2, 2) if cluster > 1 else (0, 0))
+    assert "STG.E.STRONG.GPU" in gemm and "LDG.E.STRONG.GPU" in gemm  # st.release / ld.acquire of the tile's flag
+
+
+def test_clusterq_is_one_plain_launch_of_whole_clusters_with_the_activations_flags_and_epochs():
+    """4096 x 14336 at T = 16 with clusters of 8: 32 row CTAs (4 clusters) x 8 K splits, one launch per call (no pass,
+    not a dependent), with the f32 activations, the tiles' flags and each launch's epoch 1, 2, ...; 37 rows need one
+    row CTA, and the grid takes a whole cluster of them (the extra warps store nothing)."""
+    device, bound = recorded({"CLUSTERQ": 8, "PDL": 0})
+    assert bound.grid == (32, 8, 1)
+    bound.run(), bound.run()
+    assert [name for name, *_ in device.launches] == ["gemm"] * 2  # the handle's plain launch
+    for epoch, (_, _, _, args, _) in enumerate(device.launches, start=1):
+        assert args[9] == bound.x[epoch - 1].ptr and args[10] == bound.flags.ptr and args[11] == epoch
+    assert bound.flags.size == 32 and not bound.flags.array.any()  # one per (row CTA, token tile), zero at the start
+    _, small = recorded({"CLUSTERQ": 8, "PDL": 0}, M=37, K=256)
+    assert small.grid == (8, 1, 1)

@@ -2,7 +2,7 @@
 "int_k" contract (tight against the integer reference on quantize_q8_k's activations, loose against float64),
 the output poisoned with NaN first; the pass's three outputs byte for byte against numpy; launch after launch
 into the same output (the pass zeroes C every call before the splits' reds; GRIDQ's one launch does the pass's work
-and counts the grid's arrivals per launch)."""
+and counts the grid's arrivals per launch; CLUSTERQ's range 0 zeroes each tile and publishes the launch's epoch)."""
 import numpy as np
 import pytest
 
@@ -27,6 +27,10 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1},  # the q4_K tiny champion (perf log run 89)
     {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3},  # its weights asked of L2 ahead of the ring (a hint: the same numbers)
     {"RING": 3, "XSHARED": 3, "L2AHEAD": 8},  # asks past a short range's end are skipped
+    {"CLUSTERQ": 8, "PDL": 0},  # one launch: clusters of 8 quantize their range, range 0 zeroes C's tile
+    {"CLUSTERQ": 2, "PDL": 0, "RING": 3, "XSHARED": 3},  # short ranges: many K splits wait for range 0's tile
+    {"CLUSTERQ": 1, "PDL": 0, "BULK": 1},  # each CTA quantizes its whole range; the weights by bulk copies
+    {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2},  # the champion's form
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -81,10 +85,11 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
-                                        (11, "q5_K")])
+                                        (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
-    GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's)."""
+    GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
+    tiles)."""
     from kernels import mmq_direct_q8
 
     variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)

@@ -1,5 +1,6 @@
-// Thread-block clusters (sm_90): a CTA's rank, the cluster-wide barrier, and loads from another cluster CTA's
-// shared memory (the split-K sums of mmq_wgmma_rs's CLUSTER and mmq_direct's CLUSTER).
+// Thread-block clusters (sm_90): a CTA's rank, the cluster-wide barrier, and loads from and stores into another cluster
+// CTA's shared memory (the split-K sums of mmq_wgmma_rs's CLUSTER and mmq_direct's CLUSTER; mmq_direct_q8's CLUSTERQ
+// activations).
 #pragma once
 #include "mmq_core.cuh"
 
@@ -16,6 +17,10 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
+// The barrier in two halves, for work between them: every thread arrives (relaxed: nothing to publish yet), and waits
+// before it touches another CTA's shared memory, which a CTA may do only once every CTA of the cluster has started.
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;\n" ::: "memory"); }
 // This CTA's shared address `local` in the shared memory of cluster CTA `rank` (the same offset there).
 __device__ __forceinline__ uint32_t cluster_addr(const void* local, uint32_t rank) {
     uint32_t remote;
@@ -33,6 +38,14 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t remote) {
     float v;
     asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
     return v;
+}
+
+// Stores at a shared::cluster address (cluster_addr's, plus an offset within that CTA's shared memory).
+__device__ __forceinline__ void st_cluster_u32(uint32_t remote, uint32_t v) {
+    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_cluster_u16(uint32_t remote, uint16_t v) {
+    asm volatile("st.shared::cluster.u16 [%0], %1;\n" ::"r"(remote), "h"(v) : "memory");
 }
 
 }  // namespace mmq

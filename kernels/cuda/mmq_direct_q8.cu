@@ -27,6 +27,7 @@
 //            reads 16 bytes at 16 t, the B fragments (k 4t .., 16 + 4t ..) of both sub-blocks of the chunk
 //   d8       [T / 16 tiles][K / 256][16] f32: a token tile's scales of one super-block together
 //   sums     [T][K / 256][4 t][hi_2t, hi_2t+1, lo_2t, lo_2t+1] f16: lane t's B fragment of the min mma
+#include "cluster.cuh"
 #include "helper_kernels.cuh"
 #include "fragment_reds.cuh"
 #include "mbarrier.cuh"
@@ -63,6 +64,9 @@
 #ifndef L2AHEAD  // super-blocks past its ring that each warp asks L2 for (one bulk prefetch a slot) ahead of copying them:
 #define L2AHEAD 0   // the first L2AHEAD before the GEMM waits for its pass, so the weights stream while the pass runs,
 #endif              // then one a loop step, L2AHEAD ahead of the ring's copy (0: none)
+#ifndef CLUSTERQ  // n >= 1 (PDL 0): one launch, no pass. The n CTAs of a thread-block cluster along M (one K range, one
+#define CLUSTERQ 0  // token tile) quantize the range's activations once, each a share, into every member's shared memory;
+#endif              // each K range's first CTA zeroes its tile of C and publishes the launch's epoch, the others wait for it
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -76,6 +80,9 @@
 #if L2AHEAD < 0 || L2AHEAD > 8
 #error "mmq_direct_q8.cu: L2AHEAD 0..8"
 #endif
+#if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL || GRIDQ))
+#error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 and GRIDQ 0 (no pass)"
+#endif
 
 namespace dq8 {
 
@@ -84,7 +91,11 @@ constexpr int kBlockBytes = QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockByte
 constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
-constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride;
+// CLUSTERQ: the range's scales and sums in shared memory, as the pass lays them out in global: sums [16 tokens][XSHARED]
+// [4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED][16] f32
+constexpr int kSumStride = XSHARED * 4 + 4;
+constexpr int kClusterQBytes = CLUSTERQ ? 16 * kSumStride * 8 + XSHARED * 16 * 4 : 0;
+constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride + kClusterQBytes;
 
 // The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, so through L2 (__ldcg), never
 // the read-only path a const __restrict__ pointer would allow (it is not coherent with the same kernel's stores)
@@ -138,30 +149,48 @@ __device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
     return s;
 }
 
-// One (token, super-block) `unit` of the activations quantized by one warp, lane l taking k 8l .. 8l + 7 (q8_1.cuh's
-// arithmetic, the amax over the warp), written in the layouts above.
+// One (token, super-block) of the activations, 256 floats at x, quantized by one warp, lane l taking k 8l .. 8l + 7
+// (q8_1.cuh's arithmetic, the amax over the warp). The lane's two int8 words are old words 2l, 2l + 1 of the super-block.
+struct Q8Lanes {
+    float scale;
+    uint32_t packed[2];
+    int bsum;  // of the 32-block of lanes 4j .. 4j + 3
+};
+
+__device__ __forceinline__ Q8Lanes quantize_lanes(const float* __restrict__ x, int lane) {
+    Q8Lanes q;
+    float v[8];
+    mmq::load8(x + 8 * lane, v);
+    float amax = mmq::abs_max8(v);
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    q.scale = mmq::q8_1_scale(amax);
+    q.bsum = mmq::quad_quantize(v, q.scale, q.packed);
+    return q;
+}
+
+// Where old word w of a super-block lives in the q8 layout: chunk w / 16, word 4p + t of it (p = (w / 4) % 4, t = w % 4)
+__device__ __forceinline__ int staged_word(int w) { return (w >> 4) * 16 + 4 * (w & 3) + ((w >> 2) & 3); }
+
+// A 32-block's sum as the exact f16 pair (hi, lo) of the min mma's B fragment
+__device__ __forceinline__ void split_sum(int bsum, __half& hi, __half& lo) {
+    hi = __float2half_rn(static_cast<float>(bsum));
+    lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
+}
+
+// One (token, super-block) `unit` of the activations quantized by one warp, written in the layouts above.
 __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
                                               float* __restrict__ d8, __half* __restrict__ sums, long long unit,
                                               int lane, int nsb) {
     const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
-    float v[8];
-    mmq::load8(x + unit * 256 + 8 * lane, v);
-    float amax = mmq::abs_max8(v);
+    const Q8Lanes q = quantize_lanes(x + unit * 256, lane);
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-    const float scale = mmq::q8_1_scale(amax);
-    uint32_t packed[2];
-    const int bsum = mmq::quad_quantize(v, scale, packed);  // the 32-block of lanes 4j .. 4j + 3
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {  // old word w = 2 lane + e of the super-block: chunk w / 16, word 4p + t of it
-        const int w = 2 * lane + e, chunk = w >> 4, p = (w >> 2) & 3, t = w & 3;
-        q8[unit * 64 + chunk * 16 + 4 * t + p] = packed[e];
-    }
-    if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = scale;
+    for (int e = 0; e < 2; ++e) q8[unit * 64 + staged_word(2 * lane + e)] = q.packed[e];
+    if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = q.scale;
     if ((lane & 3) == 0) {
         const int j = lane >> 2;  // the 32-block: lane t = j / 2 of the min mma, pair element j % 2
-        const __half hi = __float2half_rn(static_cast<float>(bsum));
-        const __half lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
+        __half hi, lo;
+        split_sum(q.bsum, hi, lo);
         __half* out = sums + unit * 16 + 4 * (j >> 1) + (j & 1);
         out[0] = hi, out[2] = lo;
     }
@@ -177,6 +206,64 @@ __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, u
         quantize_unit(x, q8, d8, sums, unit, lane, nsb);
     for (long long i = thread; i < n_zero; i += threads) C[i] = 0.0f;
 }
+
+#if CLUSTERQ
+// CLUSTERQ: this CTA's share of its K range's activations (token rows 0 .. rows - 1 of the tile, super-blocks 0 ..
+// nrange - 1 of the range; a unit per warp, the cluster's warps taking turns) quantized into the staged rows, d8 and sums
+// of every CTA of the cluster. member[c]: CTA c's shared address of `smem` (the same offsets in every CTA).
+__device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ x, const uint32_t (&member)[CLUSTERQ],
+                                                      uint32_t rank, int rows, int nrange, int tok0, int sb_begin,
+                                                      int K, int warp, int lane) {
+    const uint32_t xs = RING * WARPS * kSlotBytes, sums = xs + 16 * kXStride, d8 = sums + 16 * kSumStride * 8;
+    for (int u = rank * WARPS + warp; u < rows * nrange; u += CLUSTERQ * WARPS) {  // warp-uniform
+        const int r = u / nrange, s = u % nrange;
+        const Q8Lanes q = quantize_lanes(x + static_cast<long long>(tok0 + r) * K + (sb_begin + s) * 256, lane);
+        const uint32_t words = xs + r * kXStride + s * 256, row_sums = sums + (r * kSumStride + s * 4) * 8;
+        const int j = lane >> 2;  // (the sums' 32-block, as in quantize_unit)
+        __half hi, lo;
+        split_sum(q.bsum, hi, lo);
+#pragma unroll
+        for (int c = 0; c < CLUSTERQ; ++c) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) mmq::st_cluster_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e]);
+            if (lane == 0) mmq::st_cluster_u32(member[c] + d8 + (s * 16 + r) * 4, __float_as_uint(q.scale));
+            if ((lane & 3) == 0) {
+                const uint32_t at = member[c] + row_sums + 2 * (4 * (j >> 1) + (j & 1));
+                mmq::st_cluster_u16(at, __half_as_ushort(hi));
+                mmq::st_cluster_u16(at + 4, __half_as_ushort(lo));
+            }
+        }
+    }
+}
+
+// CLUSTERQ: the first K range's CTA of each tile zeroes the tile's C (its WARPS x 16 rows, 16 tokens) as it starts, then
+// publishes this launch's epoch (the launcher's count of launches, never 0) in the tile's flag; the other ranges' CTAs wait
+// for that epoch before their reds (by then long published: one load). The first range's CTAs come first in the grid's
+// order, so a waiting CTA never holds up the one it waits for (the direct kernel's ATOMIC 2, mmq_direct.cu).
+__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
+    for (int e = threadIdx.x; e < 16 * 16 * WARPS; e += kThreads) {
+        const int tk = tok0 + e / (16 * WARPS), r = row0 + e % (16 * WARPS);
+        if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
+    }
+    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
+    if (threadIdx.x == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
+    }
+}
+
+__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch) {
+    if (threadIdx.x == 0) {
+        int seen;
+        for (long long polls = 0;; ++polls) {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
+            if (seen == epoch) break;
+            if (polls > (1LL << 22)) __trap();  // seconds without range 0's tile: an error, not a hang
+        }
+    }
+    __syncthreads();  // (the acquire, then every thread's reds)
+}
+#endif
 
 }  // namespace dq8
 
@@ -197,11 +284,16 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
 #define PASS_OUTPUT(type) const type* __restrict__
 #endif
 extern "C" __global__ void __launch_bounds__(dq8::kThreads, MIN_BLOCKS)
+#if CLUSTERQ
+__cluster_dims__(CLUSTERQ, 1, 1)  // the launcher's gridDim.x is a multiple of CLUSTERQ
+#endif
 mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_OUTPUT(float) D8, PASS_OUTPUT(uint2) S,
                    float* __restrict__ C, int M, int T, int K,
                    long long /* row_bytes: the tile layout has its own strides */
 #if GRIDQ
                    , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
+#elif CLUSTERQ
+                   , const float* __restrict__ X, int* __restrict__ flags, int epoch
 #endif
 ) {
     using namespace dq8;
@@ -217,6 +309,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const uint8_t* src = slots + 16 * lane;
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+#if CLUSTERQ
+    if constexpr (CLUSTERQ > 1) mmq::cluster_arrive_relaxed();  // this CTA has started (waited for before the DSMEM stores)
+#endif
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
     if (lane < RING) mmq::mbar_init(&full[warp][lane], 1);
@@ -280,9 +375,29 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         __syncthreads();  // every CTA's activations are written and C is zeroed
     }
+#elif CLUSTERQ
+    int* flag = flags + static_cast<long long>(blockIdx.z) * gridDim.x + blockIdx.x;
+    if (blockIdx.y == 0) zero_tile(C, flag, epoch, blockIdx.x * WARPS * 16, tok0, M, T);
+    {
+        uint32_t member[CLUSTERQ];
+#pragma unroll
+        for (int c = 0; c < CLUSTERQ; ++c) member[c] = mmq::cluster_addr(smem, c);
+        if constexpr (CLUSTERQ > 1) mmq::cluster_wait();  // every CTA of the cluster has started
+        quantize_into_cluster(X, member, CLUSTERQ > 1 ? mmq::cluster_rank() : 0, rows, nrange, tok0, sb_begin, K, warp,
+                              lane);
+        if constexpr (CLUSTERQ > 1) mmq::cluster_sync();  // every share is in every CTA's shared memory
+        else __syncthreads();
+    }
 #else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
 #endif
+#if CLUSTERQ  // staged already: two empty groups keep the loop's wait counts
+    mmq::cp_async_commit();
+    mmq::cp_async_commit();
+    const uint2* xsum = reinterpret_cast<const uint2*>(xs + 16 * kXStride);
+    const uint2* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
+    const float* d8 = reinterpret_cast<const float*>(xsum + 16 * kSumStride) + 2 * t;
+#else
     // the range's activations of the live token rows after the ring's first RING - 1 slots: the first super-block in a
     // group of its own (the loop starts on it), the rest in a second group (needed from the second super-block on)
     auto stage = [&](int first, int count) {  // super-blocks first .. first + count - 1 of the range: 16 pieces each
@@ -294,11 +409,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     };
     stage(0, min(1, nrange));
     stage(1, max(0, nrange - 1));
-
-    float acc[2][4] = {};
     const uint2* sums[2] = {S + (static_cast<long long>(min(tok0 + g, T - 1)) * nsb + sb_begin) * 4 + t,
                             S + (static_cast<long long>(min(tok0 + g + 8, T - 1)) * nsb + sb_begin) * 4 + t};
     const float* d8 = D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 2 * t;
+#endif
+
+    float acc[2][4] = {};
     const uint8_t* xrow[2] = {xs + g * kXStride + 16 * t, xs + (g + 8) * kXStride + 16 * t};
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
@@ -398,7 +514,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         __syncthreads();
     }
-    mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass
+#if CLUSTERQ
+    if (blockIdx.y > 0) wait_tile_zeroed(flag, epoch);
+#endif
+    mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass (CLUSTERQ: by range 0)
 }
 
 extern "C" __constant__ int mmq_direct_q8_smem_bytes = dq8::kSmemBytes;
