@@ -22,7 +22,7 @@ LEVER = Lever(
         "MIN_BLOCKS": [1, 2, 3, 4],
         "RING": [2, 3, 4, 5, 6],  # super-blocks per warp's ring: RING - 1 in flight
         "XSHARED": [4, 6, 7, 8],  # staged super-blocks (K splits at least super-blocks / XSHARED ways)
-        "PDL": [0, 1],
+        "PDL": [0, 1, 2],  # 1: the GEMM a dependent launch of its pass; 2: and the pass of the kernel before it
         "BULK": [0, 1],  # each ring slot one bulk copy on an mbarrier, not 144 cp.async pieces
         "GRIDQ": [0, 1],  # one launch: the grid quantizes the activations itself, then meets at an arrival count (PDL 0)
         "SBMAJOR": [0, 1],  # the weights super-block major: each loop step reads one contiguous run of slots

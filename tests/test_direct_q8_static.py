@@ -123,7 +123,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 
 
 @pytest.mark.parametrize("params, reason", [
-    ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 2}, "PDL=2"),
+    ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 3}, "PDL=3"),
     ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
     ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
     ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
@@ -311,3 +311,22 @@ def test_clusterq_is_one_plain_launch_of_whole_clusters_with_the_activations_fla
     assert bound.flags.size == 32 and not bound.flags.array.any()  # one per (row CTA, token tile), zero at the start
     _, small = recorded({"CLUSTERQ": 8, "PDL": 0}, M=37, K=256)
     assert small.grid == (8, 1, 1)
+
+
+@pytest.mark.parametrize("pdl", [1, 2])
+def test_pdl_2_makes_the_pass_a_dependent_that_waits_and_lets_the_gemm_release_the_next_pass(pdl):
+    """PDL 2: the pass is launched as a dependent too, and waits (griddepcontrol.wait, ACQBULK) for the kernel before it
+    after letting its GEMM launch (PREEXIT); the GEMM lets the next call's pass launch (PREEXIT) before it waits for its
+    own pass. PDL 1: the pass waits for nothing and the GEMM releases nothing."""
+    sass = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": pdl}, "q4_K").sass)
+    gemm, pass_ = sass["mmq_direct_q8_gemm"], sass["direct_q8_pass"]
+    assert gemm.count("ACQBULK") == 1 and pass_.count("PREEXIT") == 1
+    if pdl == 2:
+        assert gemm.count("PREEXIT") == 1 and gemm.index("PREEXIT") < gemm.index("ACQBULK")
+        assert pass_.count("ACQBULK") == 1 and pass_.index("PREEXIT") < pass_.index("ACQBULK")
+    else:
+        assert "PREEXIT" not in gemm and "ACQBULK" not in pass_
+    device, bound = recorded({"PDL": pdl})
+    bound.run()
+    names = [name for name, *_ in device.launches]
+    assert names == ["direct_q8_pass (dependent)" if pdl == 2 else "direct_q8_pass", "mmq_direct_q8_gemm (dependent)"]

@@ -49,9 +49,9 @@
 #ifndef XSHARED  // super-blocks of activations a CTA stages (the launcher splits K so that a range fits)
 #define XSHARED 8
 #endif
-#ifndef PDL  // 1: the GEMM is a programmatic dependent launch of its pass (its weights stream while the pass runs)
-#define PDL 1
-#endif
+#ifndef PDL  // 1: the GEMM is a programmatic dependent launch of its pass (its weights stream while the pass runs); 2: and
+#define PDL 1  // the pass one of whatever precedes it (the last call's GEMM lets it launch as it starts, and it waits for
+#endif         // that kernel's writes before it reads x or zeroes C): the pass's launch hides behind the kernel before it
 #ifndef BULK  // 1: each ring slot is one bulk copy (the copy engine, one instruction of lane 0) completing on the
 #define BULK 0  // slot's mbarrier, not 144 16-byte cp.async over the warp's lanes
 #endif
@@ -73,9 +73,9 @@
 #if PROBE < 0 || PROBE > 2 || SBMAJOR < 0 || SBMAJOR > 1
 #error "mmq_direct_q8.cu: PROBE 0..2, SBMAJOR 0..1"
 #endif
-#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 1 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
+#if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 2 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
     GRIDQ > 1 || (GRIDQ && PDL)
-#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..1, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
+#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..2, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
 #endif
 #if L2AHEAD < 0 || L2AHEAD > 8
 #error "mmq_direct_q8.cu: L2AHEAD 0..8"
@@ -272,6 +272,7 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
                                           long long n_zero) {
     MMQ_LAUNCH_DEPENDENTS();
+    MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
     dq8::quantize_and_zero(x, q8, d8, sums, C, T, K, n_zero, blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
                            static_cast<long long>(gridDim.x) * blockDim.x);
 }
@@ -353,6 +354,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
 #pragma unroll
     for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
+    if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ
     {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
         const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
