@@ -36,6 +36,10 @@ Parameters (compile time unless said):
   NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
               zeroed): 1 launches the GEMM alone, no activation pass, so a bench row beside the same configuration
               says what the pass and the GEMM's wait for it cost per call
+  PASSTHREADS launch time: threads per pass CTA, 256, 128 or 64. The pass takes 39 registers, so a 256-thread CTA
+              (40 x 256 allocated) does not fit on an SM beside two GEMM CTAs of <= 112 (2 x 28672 + 10240 > 65536);
+              a 64-thread one does, three of them: the GEMM's CTAs are placed while the pass runs, and with PDL 2 the
+              next call's pass while the GEMM runs (run 93: PDL 2 lost where the GEMM fills every SM)
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -54,12 +58,12 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "SPLITK": 0}
+            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSTHREADS": 256, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 X_ROW_PAD = 64
-PASS_THREADS = 256
+PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 
 
 def full_params(params: dict) -> dict:
@@ -108,6 +112,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] or p["GRIDQ"] or p["NOPASS"])):
         return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0, GRIDQ 0 and NOPASS 0 "
                 f"(one launch: no pass)")
+    if p["PASSTHREADS"] not in PASS_THREADS:
+        return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
     if p["PDL"] not in (0, 1, 2):
         return f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass of what precedes it)"
     if not 1 <= p["MIN_BLOCKS"] <= 8:
@@ -166,6 +172,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.nopass = bool(variant.params.get("NOPASS", 0))
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
         self.cluster_q = variant.params.get("CLUSTERQ", 0)
+        self.pass_threads = variant.params.get("PASSTHREADS", DEFAULTS["PASSTHREADS"])
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         if self.cluster_q:  # whole clusters along the row tiles
@@ -247,7 +254,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         wl = self.wl
         warps = wl.T * (wl.K // 256)
         q8, d8, sums = self.scratch
-        self.pass_kernel.launch((math.ceil(warps * 32 / PASS_THREADS), 1, 1), (PASS_THREADS, 1, 1),
+        self.pass_kernel.launch((math.ceil(warps * 32 / self.pass_threads), 1, 1), (self.pass_threads, 1, 1),
                                    (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
                                     np.int64(wl.T * wl.M)), 0)
 

@@ -127,7 +127,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
     ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
     ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
-    ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"),
+    ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -330,3 +330,13 @@ def test_pdl_2_makes_the_pass_a_dependent_that_waits_and_lets_the_gemm_release_t
     bound.run()
     names = [name for name, *_ in device.launches]
     assert names == ["direct_q8_pass (dependent)" if pdl == 2 else "direct_q8_pass", "mmq_direct_q8_gemm (dependent)"]
+
+
+def test_passthreads_sizes_the_pass_s_ctas_at_launch_with_the_same_cubin():
+    """PASSTHREADS 64: the pass's 896 warps (16 tokens x 56 super-blocks) in 448 CTAs of 64 threads, each small enough
+    that three fit on an SM beside two GEMM CTAs; a launch choice, so the kernel compiled is the configuration's own."""
+    device, bound = recorded({"PASSTHREADS": 64})
+    bound.run()
+    (name, grid, block, *_), _ = device.launches
+    assert (name, grid, block) == ("direct_q8_pass", (448, 1, 1), (64, 1, 1))
+    assert mmq_direct_q8.FAMILY.source({"PASSTHREADS": 64}, "q4_K") == mmq_direct_q8.FAMILY.source({}, "q4_K")

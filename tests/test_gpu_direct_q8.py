@@ -32,6 +32,7 @@ CONFIGS = [
     {"CLUSTERQ": 1, "PDL": 0, "BULK": 1},  # each CTA quantizes its whole range; the weights by bulk copies
     {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2},  # the champion's form
     {"RING": 2, "SBMAJOR": 1, "PDL": 2},  # the pass a dependent of the kernel before it (the last call's GEMM)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64},  # and its CTAs of 64 threads
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -87,7 +88,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
 
 @pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
                                         (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K"), (18, "q4_K"),
-                                        (18, "q5_K")])
+                                        (18, "q5_K"), (19, "q4_K"), (19, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
