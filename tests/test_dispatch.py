@@ -155,6 +155,18 @@ def test_the_huge_regime_runs_the_large_champion_until_it_has_its_own(tmp_path):
         "champion of adaptive_format (shape 4096x14336)"
 
 
+def test_the_decode_regime_runs_the_tiny_champion_until_it_has_its_own(tmp_path):
+    """T <= 8 (decode) was split from tiny (runs 93-94: the pass as a dependent launch won at T = 1 and lost at T = 16):
+    the tiny champion serves T = 1 until a study promotes a decode one, which then serves T <= 8 only."""
+    path = tmp_path / "champions.json"
+    tiny = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "PDL": 1, "SBMAJOR": 1}
+    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "tiny", tiny)
+    assert dispatch.choose("q4_K", "sm_90", 1, path)[:2] == ("mmq_direct_q8", tiny)
+    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "decode", {**tiny, "PDL": 2})
+    assert dispatch.choose("q4_K", "sm_90", 8, path)[:2] == ("mmq_direct_q8", {**tiny, "PDL": 2})
+    assert dispatch.choose("q4_K", "sm_90", 9, path)[:2] == ("mmq_direct_q8", tiny)
+
+
 def test_the_direct_champion_serves_its_type_at_few_tokens_and_nowhere_else(tmp_path):
     """lever `direct` (q4_K only) comes first in LEVERS: promoted at tiny, it runs q4_K up to T=16;
     other types and larger T keep their wgmma champions."""

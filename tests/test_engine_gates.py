@@ -213,7 +213,7 @@ def test_judge_uses_the_largest_noise_floor_of_a_group():
     def timing(ms):
         return perf.Timing(ms, ms, (ms,) * 20)
 
-    w1, w2 = Workload("q4_K", 8, 256, 1), Workload("q4_K", 8, 256, 16)
+    w1, w2 = Workload("q4_K", 8, 256, 9), Workload("q4_K", 8, 256, 16)  # (one group: the tiny regime)
     results = [perf.WorkloadPerf(w1, timing(1.0), timing(1.3), timing(1.3)),    # 1.3x, no noise
                perf.WorkloadPerf(w2, timing(1.0), timing(1.3), timing(1.69))]   # 1.3x, 30% noise
     groups, gate = perf.judge(results, margin=0.05)

@@ -69,7 +69,7 @@ def test_suites_expand_per_type_and_name_their_parity_suite():
         workloads.get("nope")
 
 
-@pytest.mark.parametrize("T,expected", [(1, "tiny"), (16, "tiny"), (17, "small"), (64, "small"), (65, "medium"),
+@pytest.mark.parametrize("T,expected", [(1, "decode"), (8, "decode"), (9, "tiny"), (16, "tiny"), (17, "small"), (64, "small"), (65, "medium"),
                                         (128, "medium"), (129, "large"), (1024, "large"), (1025, "huge"),
                                         (4096, "huge")])
 def test_t_regimes(T, expected):
@@ -78,6 +78,7 @@ def test_t_regimes(T, expected):
 
 def test_a_split_regime_inherits_the_one_it_came_from():
     assert workloads.regime_chain(4096) == ("huge", "large")
+    assert workloads.regime_chain(1) == ("decode", "tiny")
     assert workloads.regime_chain(1024) == ("large",) and workloads.regime_chain(16) == ("tiny",)
 
 
