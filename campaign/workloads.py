@@ -22,9 +22,9 @@ from kernels.moe_shapes import check_expert_shape
 # `huge` (T > 1024) was split from `large` after run 27: there the 256-token tiles run in more than
 # one wave and the f16 activations (T x K x 2 bytes) outgrow L2, so the launch order pays (RASTER)
 # where it cannot at T <= 1024, and a study must be able to promote it there alone.
-# `decode` (T <= 8) was split from `tiny` after runs 93-94: there the call is the activation pass's latency more than the
-# weight stream, so launching the pass as a dependent of the kernel before it (direct_q8 PDL 2) wins 9-19 % at T = 1
-# while it loses 5-12 % at T = 16 on two of three shapes, and one champion for both traded the one for the other.
+# `decode` (T <= 8) was split from `tiny` after runs 93-94: launching the activation pass as a dependent of the kernel
+# before it (direct_q8 PDL 2) wins 9-19 % at T = 1 and loses 3-12 % at T = 16 on two of three shapes, and one champion
+# for both traded the one for the other (the bound 8 is not measured: only T = 1 and 16 were).
 REGIMES: tuple[tuple[str, float], ...] = (
     ("decode", 8), ("tiny", 16), ("small", 64), ("medium", 128), ("large", 1024), ("huge", float("inf")))
 # a regime split from another serves that one's champion until it has its own

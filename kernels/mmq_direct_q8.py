@@ -115,7 +115,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["PASSTHREADS"] not in PASS_THREADS:
         return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
     if p["PDL"] not in (0, 1, 2):
-        return f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass of what precedes it)"
+        return (f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass one of what "
+                f"precedes it)")
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype) + static_smem_bytes(p), device_info or {})

@@ -49,6 +49,7 @@
 // multiplied by its own activation, and the sum over k is the GEMM's.
 #include "helper_kernels.cuh"
 #include "cluster.cuh"
+#include "tile_flags.cuh"
 #include "fragment_reds.cuh"
 #include "mbarrier.cuh"
 #if WG
@@ -97,7 +98,7 @@
 #endif
 #ifndef ATOMIC  // 1: a split K's CTAs add their partial sums into C with red.global.add (C zeroed by the pass):
 #define ATOMIC 0  // no partial buffer, no reduce launch; the order of the splits' additions is not fixed. 2: the same reds,
-#endif            // C's tile zeroed by its first split's CTA as it starts (no pass needed; see tile_zeroed)
+#endif            // C's tile zeroed by its first split's CTA as it starts (no pass needed; see tile_flags.cuh)
 #ifndef NIBLOP  // 1: the biased pairs made by one LOP3 each (see the contract above; with MINSUM)
 #define NIBLOP 0
 #endif
@@ -625,34 +626,6 @@ __device__ __forceinline__ void add_splits(const float (&acc)[MT][2][4], float* 
 }
 #endif
 
-#if ATOMIC == 2
-// ATOMIC 2: the first split's CTA zeroes its tile of C [T][M] as it starts (kCtaRows rows x 16 tokens) and then publishes
-// this launch's `epoch` (the launcher's count of launches, never 0) in the tile's flag; the other splits' CTAs wait for
-// that epoch before their reds. By then it is long published (the zeroing is the first thing split 0 does), so the wait
-// is one load. Split 0's CTAs come first in the grid's order, so a waiting CTA never holds up the one it waits for
-// (CUTLASS's serial split-K makes the same assumption).
-__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
-    for (int e = threadIdx.x; e < 16 * kCtaRows; e += kThreads) {
-        const int tk = tok0 + e / kCtaRows, r = row0 + e % kCtaRows;
-        if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
-    }
-    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
-    if (threadIdx.x == 0) {
-        __threadfence();
-        asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
-    }
-}
-
-__device__ __forceinline__ void tile_zeroed(const int* flag, int epoch) {
-    if (threadIdx.x == 0) {
-        int seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
-        } while (seen != epoch);
-    }
-    __syncthreads();  // (the acquire, then every thread's reds)
-}
-#endif
 
 #if CLUSTER > 1
 // CLUSTER: the cluster's CTAs (the K splits of one row tile) sum their accumulators in shared memory and store C.
@@ -754,7 +727,8 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
     if constexpr (PDL >= 2) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the reduce may start
 #if ATOMIC == 2
     int* const flag = flags + blockIdx.z * gridDim.x + blockIdx.x;
-    if (gridDim.y > 1 && blockIdx.y == 0) zero_tile(C, flag, epoch, blockIdx.x * kCtaRows, blockIdx.z * 16, M, T);
+    if (gridDim.y > 1 && blockIdx.y == 0)
+        mmq::zero_tile<kCtaRows, kThreads>(C, flag, epoch, blockIdx.x * kCtaRows, blockIdx.z * 16, M, T);
 #endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int row0 = (blockIdx.x * WARPS + warp) * kWarpRows, row = row0 + g;  // the thread's rows: row + 8 i
@@ -926,7 +900,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
 #if ATOMIC
     if (gridDim.y > 1) {
 #if ATOMIC == 2
-        if (blockIdx.y > 0) tile_zeroed(flag, epoch);
+        if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
 #endif
         add_splits(acc, C, row0, blockIdx.z * 16 + 2 * t, g, M, T);
         return;

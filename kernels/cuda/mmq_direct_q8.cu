@@ -32,6 +32,7 @@
 #include "fragment_reds.cuh"
 #include "mbarrier.cuh"
 #include "q8_1.cuh"
+#include "tile_flags.cuh"  // CLUSTERQ: range 0 zeroes C's tile
 #include "wgmma_smem.cuh"  // fence_proxy_async (BULK)
 
 #if QTYPE != 0 && QTYPE != 1
@@ -235,34 +236,6 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
         }
     }
 }
-
-// CLUSTERQ: the first K range's CTA of each tile zeroes the tile's C (its WARPS x 16 rows, 16 tokens) as it starts, then
-// publishes this launch's epoch (the launcher's count of launches, never 0) in the tile's flag; the other ranges' CTAs wait
-// for that epoch before their reds (by then long published: one load). The first range's CTAs come first in the grid's
-// order, so a waiting CTA never holds up the one it waits for (the direct kernel's ATOMIC 2, mmq_direct.cu).
-__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
-    for (int e = threadIdx.x; e < 16 * 16 * WARPS; e += kThreads) {
-        const int tk = tok0 + e / (16 * WARPS), r = row0 + e % (16 * WARPS);
-        if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
-    }
-    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
-    if (threadIdx.x == 0) {
-        __threadfence();
-        asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
-    }
-}
-
-__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch) {
-    if (threadIdx.x == 0) {
-        int seen;
-        for (long long polls = 0;; ++polls) {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
-            if (seen == epoch) break;
-            if (polls > (1LL << 22)) __trap();  // seconds without range 0's tile: an error, not a hang
-        }
-    }
-    __syncthreads();  // (the acquire, then every thread's reds)
-}
 #endif
 
 }  // namespace dq8
@@ -379,7 +352,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
 #elif CLUSTERQ
     int* flag = flags + static_cast<long long>(blockIdx.z) * gridDim.x + blockIdx.x;
-    if (blockIdx.y == 0) zero_tile(C, flag, epoch, blockIdx.x * WARPS * 16, tok0, M, T);
+    if (blockIdx.y == 0) mmq::zero_tile<16 * WARPS, kThreads>(C, flag, epoch, blockIdx.x * WARPS * 16, tok0, M, T);
     {
         uint32_t member[CLUSTERQ];
 #pragma unroll
@@ -517,7 +490,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         __syncthreads();
     }
 #if CLUSTERQ
-    if (blockIdx.y > 0) wait_tile_zeroed(flag, epoch);
+    if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
 #endif
     mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass (CLUSTERQ: by range 0)
 }

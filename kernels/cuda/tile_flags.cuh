@@ -1,0 +1,37 @@
+// A split K's CTAs adding into C with reds, with no pass to zero C first (mmq_direct's ATOMIC 2, mmq_direct_q8's
+// CLUSTERQ): the first split's CTA of each tile zeroes the tile as it starts and publishes the launch's `epoch` (the
+// launcher's count of launches, never 0) in the tile's flag; the other splits' CTAs wait for that epoch before their
+// reds. By then it is long published (the zeroing is the first thing split 0 does), so the wait is one load. Split 0's
+// CTAs come first in the grid's order, so a waiting CTA never holds up the one it waits for (CUTLASS's serial split-K
+// makes the same assumption).
+#pragma once
+
+namespace mmq {
+
+// C [T][M]'s tile of kRows rows from row0 and 16 tokens from tok0, zeroed by the CTA's kThreads threads, then published
+template <int kRows, int kThreads>
+__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
+    for (int e = threadIdx.x; e < 16 * kRows; e += kThreads) {
+        const int tk = tok0 + e / kRows, r = row0 + e % kRows;
+        if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
+    }
+    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
+    if (threadIdx.x == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
+    }
+}
+
+__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch) {
+    if (threadIdx.x == 0) {
+        int seen;
+        for (long long polls = 0;; ++polls) {
+            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
+            if (seen == epoch) break;
+            if (polls > (1LL << 22)) __trap();  // seconds without split 0's tile: an error, not a hang
+        }
+    }
+    __syncthreads();  // (the acquire, then every thread's reds)
+}
+
+}  // namespace mmq
