@@ -36,6 +36,8 @@ Parameters (compile time unless said):
   NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
               zeroed): 1 launches the GEMM alone, no activation pass, so a bench row beside the same configuration
               says what the pass and the GEMM's wait for it cost per call
+  PASSONLY    launch time, the other timing probe (C is not computed): 1 launches the pass alone, so a bench row says
+              what the pass itself takes per call, beside NOPASS's GEMM alone and the whole call
   PASSTHREADS launch time: threads per pass CTA, 256, 128 or 64. The pass takes 39 registers, so a 256-thread CTA
               (40 x 256 allocated) does not fit on an SM beside two GEMM CTAs of <= 112 (2 x 28672 + 10240 > 65536);
               a 64-thread one does, three of them: the GEMM's CTAs are placed while the pass runs, and with PDL 2 the
@@ -58,7 +60,7 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSTHREADS": 256, "SPLITK": 0}
+            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
@@ -112,6 +114,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] or p["GRIDQ"] or p["NOPASS"])):
         return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0, GRIDQ 0 and NOPASS 0 "
                 f"(one launch: no pass)")
+    if p["PASSONLY"] not in (0, 1) or (p["PASSONLY"] and (p["NOPASS"] or p["GRIDQ"] or p["CLUSTERQ"])):
+        return f"PASSONLY={p['PASSONLY']}: 0, or a timing probe 1 (the pass alone; not with NOPASS, GRIDQ or CLUSTERQ)"
     if p["PASSTHREADS"] not in PASS_THREADS:
         return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
     if p["PDL"] not in (0, 1, 2):
@@ -171,6 +175,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
     def __init__(self, device, variant, handle: dict, problem) -> None:
         self.gridq = bool(variant.params.get("GRIDQ", 0))
         self.nopass = bool(variant.params.get("NOPASS", 0))
+        self.pass_only = bool(variant.params.get("PASSONLY", 0))
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
         self.cluster_q = variant.params.get("CLUSTERQ", 0)
         self.pass_threads = variant.params.get("PASSTHREADS", DEFAULTS["PASSTHREADS"])
@@ -231,6 +236,10 @@ class DirectQ8Bound(mmq_base.MMQBound):
     def run(self) -> None:
         # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32); CLUSTERQ: launch e's tiles are zeroed when their
         # flag reads e (never 0, the flags' start)
+        if self.pass_only:  # the timing probe: the pass of this call's input copy, no GEMM
+            self.current, self.i = self.i, (self.i + 1) % len(self.w)
+            self.activation_pass(self.x[self.current])
+            return
         if not self.gridq:
             self.epoch = self.epoch % (2**31 - 1) + 1
             super().run()

@@ -128,6 +128,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
     ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
     ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
+    ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -340,3 +341,13 @@ def test_passthreads_sizes_the_pass_s_ctas_at_launch_with_the_same_cubin():
     (name, grid, block, *_), _ = device.launches
     assert (name, grid, block) == ("direct_q8_pass", (448, 1, 1), (64, 1, 1))
     assert mmq_direct_q8.FAMILY.source({"PASSTHREADS": 64}, "q4_K") == mmq_direct_q8.FAMILY.source({}, "q4_K")
+
+
+def test_the_passonly_probe_launches_the_pass_alone_rotating_the_inputs():
+    """PASSONLY (a timing probe): each call is the pass of the next input copy, no GEMM, with the configuration's own
+    cubin (a launch choice)."""
+    device, bound = recorded({"PASSONLY": 1})
+    bound.run(), bound.run()
+    assert [name for name, *_ in device.launches] == ["direct_q8_pass"] * 2
+    assert [args[0] for _, _, _, args, _ in device.launches] == [bound.x[0].ptr, bound.x[1 % len(bound.x)].ptr]
+    assert mmq_direct_q8.FAMILY.source({"PASSONLY": 1}, "q4_K") == mmq_direct_q8.FAMILY.source({}, "q4_K")
