@@ -37,5 +37,10 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
                  "l"(src), "r"(bytes), "r"(smem_addr(bar))
                  : "memory");
 }
+// The same engine asked to bring `bytes` global bytes into L2 only: a hint, nothing to wait for (16-byte aligned,
+// a multiple of 16)
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+}
 
 }  // namespace mmq

@@ -806,8 +806,7 @@ mmq_direct_gemm(const uint8_t* __restrict__ W, const void* __restrict__ Xin, flo
 #endif
         if constexpr (L2PF == 2) {  // rows are 16-byte multiples (144-byte super-blocks), so each range is bulk-aligned
             if (lane < kWarpRows && row0 + lane < M)
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + lane * row_bytes),
-                             "r"((sb_end - sb_begin) * kBlockBytes) : "memory");
+                mmq::bulk_prefetch_l2(base + lane * row_bytes, (sb_end - sb_begin) * kBlockBytes);
         }
 #pragma unroll
         for (int i = 0; i < kCopies; ++i) {

@@ -96,7 +96,10 @@ constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modul
 // [4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED][16] f32
 constexpr int kSumStride = XSHARED * 4 + 4;
 constexpr int kClusterQBytes = CLUSTERQ ? 16 * kSumStride * 8 + XSHARED * 16 * 4 : 0;
-constexpr int kSmemBytes = RING * WARPS * kSlotBytes + 16 * kXStride + kClusterQBytes;
+// byte offsets in shared memory: the warps' rings, the staged token rows, then (CLUSTERQ) the sums and the scales
+constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
+constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
+constexpr int kSmemBytes = kSumsAt + kClusterQBytes;
 
 // The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, so through L2 (__ldcg), never
 // the read-only path a const __restrict__ pointer would allow (it is not coherent with the same kernel's stores)
@@ -215,11 +218,10 @@ __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, u
 __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ x, const uint32_t (&member)[CLUSTERQ],
                                                       uint32_t rank, int rows, int nrange, int tok0, int sb_begin,
                                                       int K, int warp, int lane) {
-    const uint32_t xs = RING * WARPS * kSlotBytes, sums = xs + 16 * kXStride, d8 = sums + 16 * kSumStride * 8;
     for (int u = rank * WARPS + warp; u < rows * nrange; u += CLUSTERQ * WARPS) {  // warp-uniform
         const int r = u / nrange, s = u % nrange;
         const Q8Lanes q = quantize_lanes(x + static_cast<long long>(tok0 + r) * K + (sb_begin + s) * 256, lane);
-        const uint32_t words = xs + r * kXStride + s * 256, row_sums = sums + (r * kSumStride + s * 4) * 8;
+        const uint32_t words = kXsAt + r * kXStride + s * 256, row_sums = kSumsAt + (r * kSumStride + s * 4) * 8;
         const int j = lane >> 2;  // (the sums' 32-block, as in quantize_unit)
         __half hi, lo;
         split_sum(q.bsum, hi, lo);
@@ -227,7 +229,7 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
         for (int c = 0; c < CLUSTERQ; ++c) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) mmq::st_cluster_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e]);
-            if (lane == 0) mmq::st_cluster_u32(member[c] + d8 + (s * 16 + r) * 4, __float_as_uint(q.scale));
+            if (lane == 0) mmq::st_cluster_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale));
             if ((lane & 3) == 0) {
                 const uint32_t at = member[c] + row_sums + 2 * (4 * (j >> 1) + (j & 1));
                 mmq::st_cluster_u16(at, __half_as_ushort(hi));
@@ -282,7 +284,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const uint8_t* slots = W + (SBMAJOR ? sb_begin * tiles + tile : tile * nsb + sb_begin) * kSlotBytes;
     const uint8_t* src = slots + 16 * lane;
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
-    uint8_t* xs = smem + RING * WARPS * kSlotBytes;
+    uint8_t* xs = smem + kXsAt;
 #if CLUSTERQ
     if constexpr (CLUSTERQ > 1) mmq::cluster_arrive_relaxed();  // this CTA has started (waited for before the DSMEM stores)
 #endif
@@ -318,8 +320,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const uint8_t* ahead = slots + (RING - 1) * slot_stride;  // the next super-block to ask L2 for (first: past the ring)
     auto ask_l2 = [&](int s) {  // super-block s of the range (the one at `ahead`) into L2: a hint, nothing to wait for
         if (L2AHEAD > 0) {
-            if (lane == 0 && s < nrange)
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(ahead), "r"(kSlotBytes) : "memory");
+            if (lane == 0 && s < nrange) mmq::bulk_prefetch_l2(ahead, kSlotBytes);
             ahead += slot_stride;
         }
     };
@@ -369,9 +370,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #if CLUSTERQ  // staged already: two empty groups keep the loop's wait counts
     mmq::cp_async_commit();
     mmq::cp_async_commit();
-    const uint2* xsum = reinterpret_cast<const uint2*>(xs + 16 * kXStride);
+    const uint2* xsum = reinterpret_cast<const uint2*>(smem + kSumsAt);
     const uint2* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
-    const float* d8 = reinterpret_cast<const float*>(xsum + 16 * kSumStride) + 2 * t;
+    const float* d8 = reinterpret_cast<const float*>(smem + kD8At) + 2 * t;
 #else
     // the range's activations of the live token rows after the ring's first RING - 1 slots: the first super-block in a
     // group of its own (the loop starts on it), the rest in a second group (needed from the second super-block on)
