@@ -42,6 +42,9 @@ Parameters (compile time unless said):
               (40 x 256 allocated) does not fit on an SM beside two GEMM CTAs of <= 112 (2 x 28672 + 10240 > 65536);
               a 64-thread one does, three of them: the GEMM's CTAs are placed while the pass runs, and with PDL 2 the
               next call's pass while the GEMM runs (run 93: PDL 2 lost where the GEMM fills every SM)
+  PASSTRIG    1 (PDL >= 1): each pass CTA lets the GEMM launch only once its first activations are in registers,
+              not as it starts: the GEMM's weight copies then do not queue in DRAM ahead of the pass's x reads, which
+              the GEMM waits for (0: at once; the GEMM's first slots and the pass's reads share DRAM)
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -60,9 +63,9 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "SPLITK": 0}
+            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PROBE")
+                "PASSTRIG", "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 X_ROW_PAD = 64
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
@@ -118,6 +121,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PASSONLY={p['PASSONLY']}: 0, or a timing probe 1 (the pass alone; not with NOPASS, GRIDQ or CLUSTERQ)"
     if p["PASSTHREADS"] not in PASS_THREADS:
         return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
+    if p["PASSTRIG"] not in (0, 1) or (p["PASSTRIG"] and not p["PDL"]):
+        return f"PASSTRIG={p['PASSTRIG']}: 0, or 1 with PDL 1 or 2 (the pass lets its dependent GEMM launch late)"
     if p["PDL"] not in (0, 1, 2):
         return (f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass one of what "
                 f"precedes it)")

@@ -128,6 +128,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
     ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
     ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
+    ({"PASSTRIG": 1, "PDL": 0}, "PASSTRIG=1"), ({"PASSTRIG": 2}, "PASSTRIG=2"),
     ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
@@ -331,6 +332,28 @@ def test_pdl_2_makes_the_pass_a_dependent_that_waits_and_lets_the_gemm_release_t
     bound.run()
     names = [name for name, *_ in device.launches]
     assert names == ["direct_q8_pass (dependent)" if pdl == 2 else "direct_q8_pass", "mmq_direct_q8_gemm (dependent)"]
+
+
+@pytest.mark.parametrize("pdl", [1, 2])
+def test_passtrig_lets_the_gemm_launch_only_after_the_pass_s_first_reads_are_consumed(pdl):
+    """PASSTRIG 1: the pass's launch_dependents (PREEXIT) comes after its first x loads (LDG), the stores that consume
+    them (STG) and a CTA barrier, so every warp's first reads have landed; with PDL 2 also after its wait for the kernel
+    before it. PASSTRIG 0: PREEXIT before any load. The GEMM's code is the same either way."""
+    def pass_and_gemm(trig):
+        sass = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(
+            {"RING": 4, "SBMAJOR": 1, "PDL": pdl, "PASSTRIG": trig}, "q4_K").sass)
+        return sass["direct_q8_pass"], sass["mmq_direct_q8_gemm"]
+
+    late, gemm_late = pass_and_gemm(1)
+    early, gemm_early = pass_and_gemm(0)
+    assert late.count("PREEXIT") == 1 and early.count("PREEXIT") == 1
+    trigger = late.index("PREEXIT")
+    assert late.index("LDG") < late.index("STG") < late.rindex("BAR.SYNC", 0, trigger) < trigger
+    assert early.index("PREEXIT") < early.index("LDG")
+    if pdl == 2:
+        assert late.index("ACQBULK") < late.index("LDG")
+    strip = lambda text: re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text)  # addresses and encodings
+    assert strip(gemm_late) == strip(gemm_early)
 
 
 def test_passthreads_sizes_the_pass_s_ctas_at_launch_with_the_same_cubin():

@@ -33,6 +33,8 @@ CONFIGS = [
     {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2},  # the champion's form
     {"RING": 2, "SBMAJOR": 1, "PDL": 2},  # the pass a dependent of the kernel before it (the last call's GEMM)
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64},  # and its CTAs of 64 threads
+    {"RING": 4, "SBMAJOR": 1, "PDL": 1, "PASSTRIG": 1},  # the GEMM launched once the pass's reads have landed
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # and the pass a dependent, small CTAs
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

@@ -68,6 +68,9 @@
 #ifndef CLUSTERQ  // n >= 1 (PDL 0): one launch, no pass. The n CTAs of a thread-block cluster along M (one K range, one
 #define CLUSTERQ 0  // token tile) quantize the range's activations once, each a share, into every member's shared memory;
 #endif              // each K range's first CTA zeroes its tile of C and publishes the launch's epoch, the others wait for it
+#ifndef PASSTRIG  // PDL >= 1. 0: the pass lets its GEMM launch as it starts; 1: once each of its CTAs has its first
+#define PASSTRIG 0  // activations in registers, so the GEMM's weight copies do not queue in DRAM ahead of the pass's reads
+#endif
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -80,6 +83,9 @@
 #endif
 #if L2AHEAD < 0 || L2AHEAD > 8
 #error "mmq_direct_q8.cu: L2AHEAD 0..8"
+#endif
+#if PASSTRIG < 0 || PASSTRIG > 1 || (PASSTRIG && !PDL)
+#error "mmq_direct_q8.cu: PASSTRIG 0..1, 1 with PDL (a dependent GEMM to let launch)"
 #endif
 #if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL || GRIDQ))
 #error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 and GRIDQ 0 (no pass)"
@@ -201,13 +207,22 @@ __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint3
 }
 
 // Every warp of the grid quantizes units warp, warp + warps, ... and every thread zeroes its share of C's n_zero floats.
+// kTriggerLate (the pass with PASSTRIG): the CTA lets its dependent launch once every warp's first unit is stored (the
+// stores consume the loaded x, so its reads have landed; the CTA's first trigger is the one that counts).
+template <bool kTriggerLate = false>
 __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, uint32_t* __restrict__ q8,
                                                   float* __restrict__ d8, __half* __restrict__ sums,
                                                   float* __restrict__ C, int T, int K, long long n_zero,
                                                   long long thread, long long threads) {
     const int lane = threadIdx.x & 31, nsb = K / 256;
-    for (long long unit = thread >> 5; unit < static_cast<long long>(T) * nsb; unit += threads >> 5)  // warp-uniform
-        quantize_unit(x, q8, d8, sums, unit, lane, nsb);
+    const long long units = static_cast<long long>(T) * nsb;
+    long long unit = thread >> 5;
+    if (unit < units) quantize_unit(x, q8, d8, sums, unit, lane, nsb);  // warp-uniform
+    if constexpr (kTriggerLate) {
+        __syncthreads();
+        MMQ_LAUNCH_DEPENDENTS();
+    }
+    for (unit += threads >> 5; unit < units; unit += threads >> 5) quantize_unit(x, q8, d8, sums, unit, lane, nsb);
     for (long long i = thread; i < n_zero; i += threads) C[i] = 0.0f;
 }
 
@@ -246,9 +261,9 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
 extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
                                           long long n_zero) {
-    MMQ_LAUNCH_DEPENDENTS();
+    if constexpr (!PASSTRIG) MMQ_LAUNCH_DEPENDENTS();
     MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
-    dq8::quantize_and_zero(x, q8, d8, sums, C, T, K, n_zero, blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
+    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
                            static_cast<long long>(gridDim.x) * blockDim.x);
 }
 
