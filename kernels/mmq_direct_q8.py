@@ -24,8 +24,10 @@ Parameters (compile time unless said):
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (distributed shared memory); the first K range's CTA of each tile zeroes its tile of C and
               publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it before their reds
-              (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). The launcher rounds the row
-              tiles' CTAs up to a multiple of n (the extra warps stream the last tile and store nothing)
+              (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). Each warp's first units of x
+              (up to 4, loaded together) are asked for before its ring's first weight copies, so they are not queued
+              behind the weights (run 92's form loaded them after, one unit at a time: 1.6-2.1x slower). The launcher
+              rounds the row tiles' CTAs up to a multiple of n (the extra warps stream the last tile and store nothing)
   SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first

@@ -286,16 +286,20 @@ def test_the_shared_memory_limit_counts_bulk_s_static_mbarriers():
     assert "shared memory" in mmq_direct_q8.invalid_reason({"BULK": 1}, "q4_K", limit)
 
 
-@pytest.mark.parametrize("cluster", [1, 2, 8])
-def test_clusterq_quantizes_into_every_cluster_cta_and_waits_for_no_pass(cluster):
-    """CLUSTERQ n: no griddepcontrol.wait (there is no pass); the activations' stores go to n CTAs' shared memory (per
-    unit and lane 2 int8 words and the scale, 2 f16 halves of the sums: 3n 32-bit and 2n 16-bit stores, unrolled over
-    the members); the cluster barrier's two halves (n > 1); range 0's release of its zeroed tile and the others'
-    acquire of it."""
+@pytest.mark.parametrize("cluster, ahead", [(1, 4), (2, 4), (8, 2)])
+def test_clusterq_quantizes_into_every_cluster_cta_and_waits_for_no_pass(cluster, ahead):
+    """CLUSTERQ n: no griddepcontrol.wait (there is no pass); each warp's first x loads (a batch of `ahead` units: the
+    16 x 8 units of a range over the cluster's 8 n warps, at most 4) come before the ring's first weight copy (LDGSTS);
+    the activations' stores go to n CTAs' shared memory (per unit and lane 2 int8 words and the scale, 2 f16 halves of
+    the sums: 3n 32-bit and 2n 16-bit stores per unit of the batch, unrolled over the members); the cluster barrier's
+    two halves (n > 1); range 0's release of its zeroed tile and the others' acquire of it."""
     sass = mmq_direct_q8.FAMILY.compile_only({"CLUSTERQ": cluster, "PDL": 0, "RING": 2, "SBMAJOR": 1}, "q4_K").sass
     gemm = nvcc.sass_functions(sass)["mmq_direct_q8_gemm"]
     assert "ACQBULK" not in gemm
-    assert len(re.findall(r"\bST\.E ", gemm)) == 3 * cluster and gemm.count("ST.E.U16 ") == 2 * cluster
+    first_copy = gemm.index("LDGSTS")
+    assert len(re.findall(r"\bLDG\.E\.128", gemm[:first_copy])) == 2 * ahead  # two 16-byte loads a unit and lane
+    assert len(re.findall(r"\bST\.E ", gemm)) == 3 * cluster * ahead
+    assert gemm.count("ST.E.U16 ") == 2 * cluster * ahead
     assert (gemm.count("UCGABAR_ARV"), gemm.count("UCGABAR_WAIT")) == ((2, 2) if cluster > 1 else (0, 0))
     assert "STG.E.STRONG.GPU" in gemm and "LDG.E.STRONG.GPU" in gemm  # st.release / ld.acquire of the tile's flag
 

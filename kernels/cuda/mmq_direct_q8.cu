@@ -167,16 +167,20 @@ struct Q8Lanes {
     int bsum;  // of the 32-block of lanes 4j .. 4j + 3
 };
 
-__device__ __forceinline__ Q8Lanes quantize_lanes(const float* __restrict__ x, int lane) {
+__device__ __forceinline__ Q8Lanes quantize_values(const float (&v)[8]) {  // the lane's 8 floats, loaded
     Q8Lanes q;
-    float v[8];
-    mmq::load8(x + 8 * lane, v);
     float amax = mmq::abs_max8(v);
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
     q.scale = mmq::q8_1_scale(amax);
     q.bsum = mmq::quad_quantize(v, q.scale, q.packed);
     return q;
+}
+
+__device__ __forceinline__ Q8Lanes quantize_lanes(const float* __restrict__ x, int lane) {
+    float v[8];
+    mmq::load8(x + 8 * lane, v);
+    return quantize_values(v);
 }
 
 // Where old word w of a super-block lives in the q8 layout: chunk w / 16, word 4p + t of it (p = (w / 4) % 4, t = w % 4)
@@ -228,27 +232,51 @@ __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, u
 
 #if CLUSTERQ
 // CLUSTERQ: this CTA's share of its K range's activations (token rows 0 .. rows - 1 of the tile, super-blocks 0 ..
-// nrange - 1 of the range; a unit per warp, the cluster's warps taking turns) quantized into the staged rows, d8 and sums
-// of every CTA of the cluster. member[c]: CTA c's shared address of `smem` (the same offsets in every CTA).
-__device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ x, const uint32_t (&member)[CLUSTERQ],
-                                                      uint32_t rank, int rows, int nrange, int tok0, int sb_begin,
-                                                      int K, int warp, int lane) {
-    for (int u = rank * WARPS + warp; u < rows * nrange; u += CLUSTERQ * WARPS) {  // warp-uniform
-        const int r = u / nrange, s = u % nrange;
-        const Q8Lanes q = quantize_lanes(x + static_cast<long long>(tok0 + r) * K + (sb_begin + s) * 256, lane);
-        const uint32_t words = kXsAt + r * kXStride + s * 256, row_sums = kSumsAt + (r * kSumStride + s * 4) * 8;
-        const int j = lane >> 2;  // (the sums' 32-block, as in quantize_unit)
-        __half hi, lo;
-        split_sum(q.bsum, hi, lo);
+// nrange - 1 of the range), quantized into the staged rows, d8 and sums of every CTA of the cluster. Units (a token row's
+// super-block) go to the cluster's warps in turn: warp w of rank c takes units u0, u0 + stride, ... (u0 = c WARPS + w,
+// stride = CLUSTERQ WARPS), kXAhead of them per batch, each batch's loads in flight together. The first batch is loaded
+// before the ring's first copies (load_units at the top of the kernel), so its reads are not queued behind weights.
+constexpr int kXStrideUnits = CLUSTERQ * WARPS;
+constexpr int kXAhead = (16 * XSHARED + kXStrideUnits - 1) / kXStrideUnits < 4
+                            ? (16 * XSHARED + kXStrideUnits - 1) / kXStrideUnits : 4;  // at most 32 registers
+
+__device__ __forceinline__ void load_units(const float* __restrict__ x, float (&v)[kXAhead][8], int u0, int units,
+                                           int nrange, int tok0, int sb_begin, int K, int lane) {
 #pragma unroll
-        for (int c = 0; c < CLUSTERQ; ++c) {
+    for (int i = 0; i < kXAhead; ++i) {
+        const int u = u0 + i * kXStrideUnits;
+        if (u < units)  // warp-uniform
+            mmq::load8(x + static_cast<long long>(tok0 + u / nrange) * K + (sb_begin + u % nrange) * 256 + 8 * lane, v[i]);
+    }
+}
+
+// member[c]: CTA c's shared address of `smem` (the same offsets in every CTA). v: the first batch, loaded.
+__device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ x, float (&v)[kXAhead][8],
+                                                      const uint32_t (&member)[CLUSTERQ], int u_first, int units,
+                                                      int nrange, int tok0, int sb_begin, int K, int lane) {
+    for (int u0 = u_first; u0 < units; u0 += kXAhead * kXStrideUnits) {  // warp-uniform
+        if (u0 != u_first) load_units(x, v, u0, units, nrange, tok0, sb_begin, K, lane);
 #pragma unroll
-            for (int e = 0; e < 2; ++e) mmq::st_cluster_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e]);
-            if (lane == 0) mmq::st_cluster_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale));
-            if ((lane & 3) == 0) {
-                const uint32_t at = member[c] + row_sums + 2 * (4 * (j >> 1) + (j & 1));
-                mmq::st_cluster_u16(at, __half_as_ushort(hi));
-                mmq::st_cluster_u16(at + 4, __half_as_ushort(lo));
+        for (int i = 0; i < kXAhead; ++i) {
+            const int u = u0 + i * kXStrideUnits;
+            if (u >= units) break;
+            const int r = u / nrange, s = u % nrange;
+            const Q8Lanes q = quantize_values(v[i]);
+            const uint32_t words = kXsAt + r * kXStride + s * 256, row_sums = kSumsAt + (r * kSumStride + s * 4) * 8;
+            const int j = lane >> 2;  // (the sums' 32-block, as in quantize_unit)
+            __half hi, lo;
+            split_sum(q.bsum, hi, lo);
+#pragma unroll
+            for (int c = 0; c < CLUSTERQ; ++c) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    mmq::st_cluster_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e]);
+                if (lane == 0) mmq::st_cluster_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale));
+                if ((lane & 3) == 0) {
+                    const uint32_t at = member[c] + row_sums + 2 * (4 * (j >> 1) + (j & 1));
+                    mmq::st_cluster_u16(at, __half_as_ushort(hi));
+                    mmq::st_cluster_u16(at + 4, __half_as_ushort(lo));
+                }
             }
         }
     }
@@ -302,6 +330,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     uint8_t* xs = smem + kXsAt;
 #if CLUSTERQ
     if constexpr (CLUSTERQ > 1) mmq::cluster_arrive_relaxed();  // this CTA has started (waited for before the DSMEM stores)
+    // this warp's first units of x asked for before any weight: at the head of DRAM's queues
+    const int u_first = (CLUSTERQ > 1 ? mmq::cluster_rank() : 0) * WARPS + warp, units = rows * nrange;
+    float xv[kXAhead][8];
+    load_units(X, xv, u_first, units, nrange, tok0, sb_begin, K, lane);
 #endif
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
@@ -374,8 +406,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
         for (int c = 0; c < CLUSTERQ; ++c) member[c] = mmq::cluster_addr(smem, c);
         if constexpr (CLUSTERQ > 1) mmq::cluster_wait();  // every CTA of the cluster has started
-        quantize_into_cluster(X, member, CLUSTERQ > 1 ? mmq::cluster_rank() : 0, rows, nrange, tok0, sb_begin, K, warp,
-                              lane);
+        quantize_into_cluster(X, xv, member, u_first, units, nrange, tok0, sb_begin, K, lane);
         if constexpr (CLUSTERQ > 1) mmq::cluster_sync();  // every share is in every CTA's shared memory
         else __syncthreads();
     }
