@@ -189,6 +189,7 @@ def test_launch_floor_reports_each_case_with_the_read_near_the_measured_bandwidt
     ["scripts/profile_kernel.py"],
     ["scripts/cluster_occupancy.py"],
     ["scripts/cluster_occupancy.py", "--family", "direct"],
+    ["scripts/cluster_occupancy.py", "--family", "direct_q8"],
     ["scripts/launch_floor.py"],
     ["scripts/sweep_mmq.py", "--types", "q4_K"],
     ["scripts/moe_baseline_bench.py"],
