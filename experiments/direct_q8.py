@@ -29,7 +29,7 @@ LEVER = Lever(
         "GRIDQ": [0, 1],  # one launch: the grid quantizes the activations itself, then meets at an arrival count (PDL 0)
         "SBMAJOR": [0, 1],  # the weights super-block major: each loop step reads one contiguous run of slots
         "L2AHEAD": [0, 1, 2, 3, 4],  # super-blocks asked of L2 past the ring: the first ones while the pass runs
-        "CLUSTERQ": [0, 1, 2, 4, 8],  # one launch: clusters of that many CTAs along M quantize their range (PDL 0)
+        "CLUSTERQ": [0, 1, 2, 4, 8],  # one launch: clusters of that many CTAs along M quantize their range (PDL 0, 2)
         "PASSTHREADS": [256, 128, 64],  # the pass's CTAs: a 64-thread one fits on an SM beside two GEMM CTAs
         "PASSTRIG": [0, 1],  # 1: the pass lets the GEMM launch once its x reads have landed, not as it starts
     },

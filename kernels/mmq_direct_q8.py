@@ -20,14 +20,18 @@ Parameters (compile time unless said):
               matrix, and C zeroed) while their first weights stream, then every CTA waits at a grid-wide arrival
               count (a monotonic counter: launch e waits for e x CTAs) before staging its range. Every CTA must be
               resident at once: the launcher refuses a grid the GPU does not hold in one wave
-  CLUSTERQ    n = 1, 2, 4, 8 (PDL 0): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
+  CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
-              shared memory (distributed shared memory); the first K range's CTA of each tile zeroes its tile of C and
+              shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
+              run 99: the barrier's fence waited for the ring's copies); the first K range's CTA of each tile zeroes its tile of C and
               publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it before their reds
               (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). Each warp's first units of x
-              (up to 4, loaded together) are asked for before its ring's first weight copies, so they are not queued
-              behind the weights (run 92's form loaded them after, one unit at a time: 1.6-2.1x slower). The launcher
+              (up to 4, loaded together) are asked for before its ring's first weight copies (PDL 2: the GEMM is a
+              dependent launch of the kernel before it, and asks for them right after waiting for it). The launcher
               rounds the row tiles' CTAs up to a multiple of n (the extra warps stream the last tile and store nothing)
+              and splits K for at most 90 % of the GPU's CTA slots: clusters pack into GPCs with slots left over
+              (run 97, H100: 30 clusters of 8 at 2 CTAs per SM, 240 of 264 slots), and a grid past that runs a second,
+              nearly empty wave
   SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
@@ -69,6 +73,7 @@ DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BUL
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
+CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 
@@ -89,9 +94,10 @@ def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
 
 
 def static_smem_bytes(params: dict) -> int:
-    """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each)."""
+    """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each), and CLUSTERQ's
+    one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot)."""
     p = full_params(params)
-    return 8 * p["WARPS"] * p["RING"] if p["BULK"] else 0
+    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] else 0)
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -116,9 +122,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
     if p["GRIDQ"] not in (0, 1) or (p["GRIDQ"] and p["PDL"]):
         return f"GRIDQ={p['GRIDQ']}: 0, or 1 with PDL 0 (one launch: no pass to depend on)"
-    if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] or p["GRIDQ"] or p["NOPASS"])):
-        return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0, GRIDQ 0 and NOPASS 0 "
-                f"(one launch: no pass)")
+    if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] == 1 or p["GRIDQ"] or p["NOPASS"]
+                                                                 or p["PASSTRIG"])):
+        return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0 or 2, GRIDQ 0, NOPASS 0 and "
+                f"PASSTRIG 0 (one launch: no pass)")
     if p["PASSONLY"] not in (0, 1) or (p["PASSONLY"] and (p["NOPASS"] or p["GRIDQ"] or p["CLUSTERQ"])):
         return f"PASSONLY={p['PASSONLY']}: 0, or a timing probe 1 (the pass alone; not with NOPASS, GRIDQ or CLUSTERQ)"
     if p["PASSTHREADS"] not in PASS_THREADS:
@@ -220,8 +227,11 @@ class DirectQ8Bound(mmq_base.MMQBound):
                                  f"{params['XSHARED']} super-blocks per CTA at K={self.wl.K}; need >= {need}")
             return min(params["SPLITK"], self.wl.K // 256)
         wl, smem = self.wl, self.smem + static_smem_bytes(params)  # (a CTA's whole shared memory sets how many fit)
-        return max(need, mmq_base.choose_splitk({**params, "SPLITK": 0}, smem, wl.M, wl.T, wl.K, self.device.info,
-                                                registers, n_threads))
+        info = self.device.info
+        if params.get("CLUSTERQ"):  # clusters leave ~10 % of the slots empty (see CLUSTERQ above)
+            info = {**info, "sm_count": int(info["sm_count"] * CLUSTER_SLOT_SHARE)}
+        return max(need, mmq_base.choose_splitk({**params, "SPLITK": 0}, smem, wl.M, wl.T, wl.K, info, registers,
+                                                n_threads))
 
     def splits_summed_in_kernel(self, params: dict) -> bool:
         return True  # reds into C, which the pass zeroes

@@ -126,7 +126,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"WARPS": 6}, "WARPS=6"), ({"RING": 1}, "RING=1"), ({"XSHARED": 0}, "XSHARED=0"), ({"PDL": 3}, "PDL=3"),
     ({"RING": 8, "WARPS": 16}, "shared memory"), ({"BULK": 2}, "BULK=2"), ({"SBMAJOR": 2}, "SBMAJOR=2"),
     ({"PROBE": 3}, "PROBE=3"), ({"L2AHEAD": 9}, "L2AHEAD=9"), ({"CLUSTERQ": 3, "PDL": 0}, "CLUSTERQ=3"),
-    ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8}, "with PDL 0"),
+    ({"CLUSTERQ": 16, "PDL": 0}, "CLUSTERQ=16"), ({"CLUSTERQ": 8, "PDL": 1}, "with PDL 0 or 2"),
+    ({"CLUSTERQ": 8, "PDL": 2, "PASSTRIG": 1}, "PASSTRIG 0"),
     ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
     ({"PASSTRIG": 1, "PDL": 0}, "PASSTRIG=1"), ({"PASSTRIG": 2}, "PASSTRIG=2"),
     ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"),
@@ -287,36 +288,49 @@ def test_the_shared_memory_limit_counts_bulk_s_static_mbarriers():
 
 
 @pytest.mark.parametrize("cluster, ahead", [(1, 4), (2, 4), (8, 2)])
-def test_clusterq_quantizes_into_every_cluster_cta_and_waits_for_no_pass(cluster, ahead):
-    """CLUSTERQ n: no griddepcontrol.wait (there is no pass); each warp's first x loads (a batch of `ahead` units: the
-    16 x 8 units of a range over the cluster's 8 n warps, at most 4) come before the ring's first weight copy (LDGSTS);
-    the activations' stores go to n CTAs' shared memory (per unit and lane 2 int8 words and the scale, 2 f16 halves of
-    the sums: 3n 32-bit and 2n 16-bit stores per unit of the batch, unrolled over the members); the cluster barrier's
-    two halves (n > 1); range 0's release of its zeroed tile and the others' acquire of it."""
-    sass = mmq_direct_q8.FAMILY.compile_only({"CLUSTERQ": cluster, "PDL": 0, "RING": 2, "SBMAJOR": 1}, "q4_K").sass
+@pytest.mark.parametrize("pdl", [0, 2])
+def test_clusterq_quantizes_into_every_cluster_cta_by_st_async(cluster, ahead, pdl):
+    """CLUSTERQ n: each warp's first x loads (a batch of `ahead` units: the 16 x 8 units of a range over the cluster's
+    8 n warps, at most 4) come before the ring's first weight copy (LDGSTS) with PDL 0, and right after the one wait for
+    the kernel before (ACQBULK, after the ring's prologue) with PDL 2; the activations go to n CTAs' shared memory by
+    st.async (SASS STAS: per unit 2 words and the scale per member, and one 8-byte store of the sums pair), unrolled
+    over the members; no release fence or cluster-wide barrier publishes them: one relaxed arrival and its wait (n > 1)
+    so that every member's barrier is armed first; range 0's release of its zeroed tile and the others' acquire of it."""
+    sass = mmq_direct_q8.FAMILY.compile_only({"CLUSTERQ": cluster, "PDL": pdl, "RING": 2, "SBMAJOR": 1}, "q4_K").sass
     gemm = nvcc.sass_functions(sass)["mmq_direct_q8_gemm"]
-    assert "ACQBULK" not in gemm
     first_copy = gemm.index("LDGSTS")
-    assert len(re.findall(r"\bLDG\.E\.128", gemm[:first_copy])) == 2 * ahead  # two 16-byte loads a unit and lane
-    assert len(re.findall(r"\bST\.E ", gemm)) == 3 * cluster * ahead
-    assert gemm.count("ST.E.U16 ") == 2 * cluster * ahead
-    assert (gemm.count("UCGABAR_ARV"), gemm.count("UCGABAR_WAIT")) == ((2, 2) if cluster > 1 else (0, 0))
+    x_loads = r"\bLDG\.E\.128"
+    if pdl:
+        assert gemm.count("ACQBULK") == 1 and first_copy < gemm.index("ACQBULK")
+        assert len(re.findall(x_loads, gemm[gemm.index("ACQBULK"):])) >= 2 * ahead
+        assert gemm.index("PREEXIT") < gemm.index("ACQBULK")  # the next call's GEMM may launch
+    else:
+        assert "ACQBULK" not in gemm and "PREEXIT" not in gemm
+        assert len(re.findall(x_loads, gemm[:first_copy])) == 2 * ahead  # two 16-byte loads a unit and lane
+    assert len(re.findall(r"\bSTAS ", gemm)) == 3 * cluster * ahead
+    assert len(re.findall(r"\bSTAS\.64 ", gemm)) == cluster * ahead
+    assert "ST.E " not in gemm and "ST.E.U16" not in gemm  # no plain DSMEM stores
+    assert (gemm.count("UCGABAR_ARV"), gemm.count("UCGABAR_WAIT")) == ((1, 1) if cluster > 1 else (0, 0))
     assert "STG.E.STRONG.GPU" in gemm and "LDG.E.STRONG.GPU" in gemm  # st.release / ld.acquire of the tile's flag
 
 
-def test_clusterq_is_one_plain_launch_of_whole_clusters_with_the_activations_flags_and_epochs():
-    """4096 x 14336 at T = 16 with clusters of 8: 32 row CTAs (4 clusters) x 8 K splits, one launch per call (no pass,
-    not a dependent), with the f32 activations, the tiles' flags and each launch's epoch 1, 2, ...; 37 rows need one
-    row CTA, and the grid takes a whole cluster of them (the extra warps store nothing)."""
-    device, bound = recorded({"CLUSTERQ": 8, "PDL": 0})
-    assert bound.grid == (32, 8, 1)
+@pytest.mark.parametrize("pdl", [0, 2])
+def test_clusterq_is_one_launch_of_whole_clusters_in_one_wave_with_the_activations_flags_and_epochs(pdl):
+    """4096 x 14336 at T = 16 with clusters of 8: 32 row CTAs (4 clusters) x 7 K splits (224 CTAs, 28 clusters: within
+    90 % of the 264 slots, where 8 splits would need 32 clusters and 30 fit), one launch per call (no pass; with PDL 2 a
+    dependent of the kernel before), with the f32 activations, the tiles' flags and each launch's epoch 1, 2, ...; 37
+    rows need one row CTA, and the grid takes a whole cluster of them (the extra warps store nothing)."""
+    device, bound = recorded({"CLUSTERQ": 8, "PDL": pdl})
+    assert bound.grid == (32, 7, 1)
     bound.run(), bound.run()
-    assert [name for name, *_ in device.launches] == ["gemm"] * 2  # the handle's plain launch
+    assert [name for name, *_ in device.launches] == ["mmq_direct_q8_gemm (dependent)" if pdl else "gemm"] * 2
     for epoch, (_, _, _, args, _) in enumerate(device.launches, start=1):
         assert args[9] == bound.x[epoch - 1].ptr and args[10] == bound.flags.ptr and args[11] == epoch
     assert bound.flags.size == 32 and not bound.flags.array.any()  # one per (row CTA, token tile), zero at the start
-    _, small = recorded({"CLUSTERQ": 8, "PDL": 0}, M=37, K=256)
+    _, small = recorded({"CLUSTERQ": 8, "PDL": pdl}, M=37, K=256)
     assert small.grid == (8, 1, 1)
+    _, plain = recorded({"PDL": pdl})
+    assert plain.grid == (32, 8, 1)  # without clusters the grid fills the wave
 
 
 @pytest.mark.parametrize("pdl", [1, 2])

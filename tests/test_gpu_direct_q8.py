@@ -35,6 +35,8 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64},  # and its CTAs of 64 threads
     {"RING": 4, "SBMAJOR": 1, "PDL": 1, "PASSTRIG": 1},  # the GEMM launched once the pass's reads have landed
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # and the pass a dependent, small CTAs
+    {"CLUSTERQ": 8, "PDL": 2, "RING": 2, "SBMAJOR": 1},  # one launch, a dependent of the kernel before
+    {"CLUSTERQ": 2, "PDL": 2, "RING": 3, "XSHARED": 3},  # and with short ranges: many K splits wait for range 0's tile
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -90,11 +92,13 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
 
 @pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
                                         (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K"), (18, "q4_K"),
-                                        (18, "q5_K"), (19, "q4_K"), (19, "q5_K")])
+                                        (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
+                                        (22, "q4_K"), (22, "q5_K"), (23, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
-    tiles; PDL 2: each pass waits for the GEMM before it, which it follows as a dependent, before it zeroes C)."""
+    tiles; PDL 2: each pass waits for the GEMM before it, which it follows as a dependent, before it zeroes C; CLUSTERQ
+    with PDL 2: each GEMM waits for the one before before its range 0 zeroes C)."""
     from kernels import mmq_direct_q8
 
     variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)

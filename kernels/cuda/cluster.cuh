@@ -41,11 +41,18 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t remote) {
 }
 
 // Stores at a shared::cluster address (cluster_addr's, plus an offset within that CTA's shared memory).
-__device__ __forceinline__ void st_cluster_u32(uint32_t remote, uint32_t v) {
-    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(v) : "memory");
+// Stores into cluster CTA shared memory that complete on an mbarrier there (st.async): the receiver waits on its own
+// barrier for the bytes it expects, and the sender needs no release fence or cluster-wide barrier. remote_bar: the
+// receiving CTA's barrier (cluster_addr of it).
+__device__ __forceinline__ void st_async_u32(uint32_t remote, uint32_t v, uint32_t remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];\n" ::"r"(remote), "r"(v),
+                 "r"(remote_bar)
+                 : "memory");
 }
-__device__ __forceinline__ void st_cluster_u16(uint32_t remote, uint16_t v) {
-    asm volatile("st.shared::cluster.u16 [%0], %1;\n" ::"r"(remote), "h"(v) : "memory");
+__device__ __forceinline__ void st_async_v2_u32(uint32_t remote, uint32_t a, uint32_t b, uint32_t remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.u32 [%0], {%1, %2}, [%3];\n" ::"r"(remote),
+                 "r"(a), "r"(b), "r"(remote_bar)
+                 : "memory");
 }
 
 }  // namespace mmq

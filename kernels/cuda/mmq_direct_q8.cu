@@ -65,9 +65,11 @@
 #ifndef L2AHEAD  // super-blocks past its ring that each warp asks L2 for (one bulk prefetch a slot) ahead of copying them:
 #define L2AHEAD 0   // the first L2AHEAD before the GEMM waits for its pass, so the weights stream while the pass runs,
 #endif              // then one a loop step, L2AHEAD ahead of the ring's copy (0: none)
-#ifndef CLUSTERQ  // n >= 1 (PDL 0): one launch, no pass. The n CTAs of a thread-block cluster along M (one K range, one
-#define CLUSTERQ 0  // token tile) quantize the range's activations once, each a share, into every member's shared memory;
-#endif              // each K range's first CTA zeroes its tile of C and publishes the launch's epoch, the others wait for it
+#ifndef CLUSTERQ  // n >= 1 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K range,
+#define CLUSTERQ 0  // one token tile) quantize the range's activations once, each a share, into every member's shared
+#endif              // memory (st.async, completing on each member's mbarrier); each K range's first CTA zeroes its tile of
+                    // C and publishes the launch's epoch, the others wait for it. PDL 2: the GEMM a dependent of the
+                    // kernel before it (its prologue overlaps that kernel's end; it waits for it before x and C)
 #ifndef PASSTRIG  // PDL >= 1. 0: the pass lets its GEMM launch as it starts; 1: once each of its CTAs has its first
 #define PASSTRIG 0  // activations in registers, so the GEMM's weight copies do not queue in DRAM ahead of the pass's reads
 #endif
@@ -87,8 +89,8 @@
 #if PASSTRIG < 0 || PASSTRIG > 1 || (PASSTRIG && !PDL)
 #error "mmq_direct_q8.cu: PASSTRIG 0..1, 1 with PDL (a dependent GEMM to let launch)"
 #endif
-#if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL || GRIDQ))
-#error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 and GRIDQ 0 (no pass)"
+#if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL == 1 || GRIDQ || PASSTRIG))
+#error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 or 2, GRIDQ 0 and PASSTRIG 0 (no pass)"
 #endif
 
 namespace dq8 {
@@ -235,10 +237,14 @@ __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, u
 // nrange - 1 of the range), quantized into the staged rows, d8 and sums of every CTA of the cluster. Units (a token row's
 // super-block) go to the cluster's warps in turn: warp w of rank c takes units u0, u0 + stride, ... (u0 = c WARPS + w,
 // stride = CLUSTERQ WARPS), kXAhead of them per batch, each batch's loads in flight together. The first batch is loaded
-// before the ring's first copies (load_units at the top of the kernel), so its reads are not queued behind weights.
+// before the ring's first copies (PDL 0; PDL 2: right after the wait for the kernel before), so its reads are not queued
+// behind weights. Each unit's bytes go to every member by st.async completing on the member's mbarrier: no release fence
+// (which waits for the thread's weight copies in flight, run 99) and no cluster-wide barrier; a CTA expects
+// kUnitBytes per unit of its range and waits for them on its own barrier.
 constexpr int kXStrideUnits = CLUSTERQ * WARPS;
 constexpr int kXAhead = (16 * XSHARED + kXStrideUnits - 1) / kXStrideUnits < 4
                             ? (16 * XSHARED + kXStrideUnits - 1) / kXStrideUnits : 4;  // at most 32 registers
+constexpr uint32_t kUnitBytes = 256 + 4 + 4 * 8;  // a unit's int8 words, its scale, its 4 lanes' sums (uint2 each)
 
 __device__ __forceinline__ void load_units(const float* __restrict__ x, float (&v)[kXAhead][8], int u0, int units,
                                            int nrange, int tok0, int sb_begin, int K, int lane) {
@@ -250,10 +256,12 @@ __device__ __forceinline__ void load_units(const float* __restrict__ x, float (&
     }
 }
 
-// member[c]: CTA c's shared address of `smem` (the same offsets in every CTA). v: the first batch, loaded.
+// member[c] / bar[c]: CTA c's shared address of `smem` (the same offsets in every CTA) / of its barrier. v: the first
+// batch, loaded.
 __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ x, float (&v)[kXAhead][8],
-                                                      const uint32_t (&member)[CLUSTERQ], int u_first, int units,
-                                                      int nrange, int tok0, int sb_begin, int K, int lane) {
+                                                      const uint32_t (&member)[CLUSTERQ], const uint32_t (&bar)[CLUSTERQ],
+                                                      int u_first, int units, int nrange, int tok0, int sb_begin, int K,
+                                                      int lane) {
     for (int u0 = u_first; u0 < units; u0 += kXAhead * kXStrideUnits) {  // warp-uniform
         if (u0 != u_first) load_units(x, v, u0, units, nrange, tok0, sb_begin, K, lane);
 #pragma unroll
@@ -263,20 +271,21 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
             const int r = u / nrange, s = u % nrange;
             const Q8Lanes q = quantize_values(v[i]);
             const uint32_t words = kXsAt + r * kXStride + s * 256, row_sums = kSumsAt + (r * kSumStride + s * 4) * 8;
-            const int j = lane >> 2;  // (the sums' 32-block, as in quantize_unit)
+            // the sums as lane t = lane / 8 of the min mma reads them: (hi_2t, hi_2t+1) and (lo_2t, lo_2t+1), the odd
+            // 32-block's pair from the quad 4 lanes up
             __half hi, lo;
             split_sum(q.bsum, hi, lo);
+            const uint32_t mine = static_cast<uint32_t>(__half_as_ushort(hi)) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
+            const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
+            const uint32_t hi_pair = __byte_perm(mine, odd, 0x5410), lo_pair = __byte_perm(mine, odd, 0x7632);
 #pragma unroll
             for (int c = 0; c < CLUSTERQ; ++c) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
-                    mmq::st_cluster_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e]);
-                if (lane == 0) mmq::st_cluster_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale));
-                if ((lane & 3) == 0) {
-                    const uint32_t at = member[c] + row_sums + 2 * (4 * (j >> 1) + (j & 1));
-                    mmq::st_cluster_u16(at, __half_as_ushort(hi));
-                    mmq::st_cluster_u16(at + 4, __half_as_ushort(lo));
-                }
+                    mmq::st_async_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e], bar[c]);
+                if (lane == 0)
+                    mmq::st_async_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale), bar[c]);
+                if ((lane & 7) == 0) mmq::st_async_v2_u32(member[c] + row_sums + (lane >> 3) * 8, hi_pair, lo_pair, bar[c]);
             }
         }
     }
@@ -329,11 +338,20 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     uint8_t* ring = smem + warp * (RING * kSlotBytes);
     uint8_t* xs = smem + kXsAt;
 #if CLUSTERQ
-    if constexpr (CLUSTERQ > 1) mmq::cluster_arrive_relaxed();  // this CTA has started (waited for before the DSMEM stores)
-    // this warp's first units of x asked for before any weight: at the head of DRAM's queues
+    // the barrier the cluster's st.async of this CTA's activations complete on: initialized, and this CTA's expected
+    // bytes armed, before the cluster arrival that lets the other CTAs store
+    __shared__ uint64_t x_landed;
     const int u_first = (CLUSTERQ > 1 ? mmq::cluster_rank() : 0) * WARPS + warp, units = rows * nrange;
+    if (threadIdx.x == 0) {
+        mmq::mbar_init(&x_landed, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mmq::mbar_arrive_expect_tx(&x_landed, units * kUnitBytes);
+    }
+    __syncthreads();
+    if constexpr (CLUSTERQ > 1) mmq::cluster_arrive_relaxed();  // this CTA has started (waited for before the stores)
     float xv[kXAhead][8];
-    load_units(X, xv, u_first, units, nrange, tok0, sb_begin, K, lane);
+    // PDL 0: this warp's first units of x asked for before any weight, at the head of DRAM's queues
+    if constexpr (!PDL) load_units(X, xv, u_first, units, nrange, tok0, sb_begin, K, lane);
 #endif
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
@@ -400,15 +418,18 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
 #elif CLUSTERQ
     int* flag = flags + static_cast<long long>(blockIdx.z) * gridDim.x + blockIdx.x;
+    if constexpr (PDL) {  // the kernel before has written x and is done with C
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        load_units(X, xv, u_first, units, nrange, tok0, sb_begin, K, lane);
+    }
     if (blockIdx.y == 0) mmq::zero_tile<16 * WARPS, kThreads>(C, flag, epoch, blockIdx.x * WARPS * 16, tok0, M, T);
     {
-        uint32_t member[CLUSTERQ];
+        uint32_t member[CLUSTERQ], bar[CLUSTERQ];
 #pragma unroll
-        for (int c = 0; c < CLUSTERQ; ++c) member[c] = mmq::cluster_addr(smem, c);
-        if constexpr (CLUSTERQ > 1) mmq::cluster_wait();  // every CTA of the cluster has started
-        quantize_into_cluster(X, xv, member, u_first, units, nrange, tok0, sb_begin, K, lane);
-        if constexpr (CLUSTERQ > 1) mmq::cluster_sync();  // every share is in every CTA's shared memory
-        else __syncthreads();
+        for (int c = 0; c < CLUSTERQ; ++c) member[c] = mmq::cluster_addr(smem, c), bar[c] = mmq::cluster_addr(&x_landed, c);
+        if constexpr (CLUSTERQ > 1) mmq::cluster_wait();  // every CTA of the cluster has started: its barrier is armed
+        quantize_into_cluster(X, xv, member, bar, u_first, units, nrange, tok0, sb_begin, K, lane);
+        mmq::mbar_wait(&x_landed, 0);  // every share is in this CTA's shared memory
     }
 #else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
