@@ -23,8 +23,9 @@ Parameters (compile time unless said):
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
-              run 99: the barrier's fence waited for the ring's copies); the first K range's CTA of each tile zeroes its tile of C and
-              publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it before their reds
+              run 99: the barrier's fence waited for the ring's copies); the first K range's CTA of each tile zeroes
+              its tile of C and publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it
+              before their reds
               (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). Each warp's first units of x
               (up to 4, loaded together) are asked for before its ring's first weight copies (PDL 2: the GEMM is a
               dependent launch of the kernel before it, and asks for them right after waiting for it). The launcher

@@ -275,7 +275,7 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
             // 32-block's pair from the quad 4 lanes up
             __half hi, lo;
             split_sum(q.bsum, hi, lo);
-            const uint32_t mine = static_cast<uint32_t>(__half_as_ushort(hi)) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
+            const uint32_t mine = __half_as_ushort(hi) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
             const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
             const uint32_t hi_pair = __byte_perm(mine, odd, 0x5410), lo_pair = __byte_perm(mine, odd, 0x7632);
 #pragma unroll
@@ -300,8 +300,9 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
                                           long long n_zero) {
     if constexpr (!PASSTRIG) MMQ_LAUNCH_DEPENDENTS();
     MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
-    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
-                           static_cast<long long>(gridDim.x) * blockDim.x);
+    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero,
+                                     blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
+                                     static_cast<long long>(gridDim.x) * blockDim.x);
 }
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
