@@ -25,14 +25,13 @@ Parameters (compile time unless said):
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
               run 99: the barrier's fence waited for the ring's copies); the first K range's CTA of each tile zeroes
               its tile of C and publishes the launch's epoch in the tile's flag, and the other ranges' CTAs wait for it
-              before their reds
-              (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). Each warp's first units of x
-              (up to 4, loaded together) are asked for before its ring's first weight copies (PDL 2: the GEMM is a
-              dependent launch of the kernel before it, and asks for them right after waiting for it). The launcher
-              rounds the row tiles' CTAs up to a multiple of n (the extra warps stream the last tile and store nothing)
-              and splits K for at most 90 % of the GPU's CTA slots: clusters pack into GPCs with slots left over
-              (run 97, H100: 30 clusters of 8 at 2 CTAs per SM, 240 of 264 slots), and a grid past that runs a second,
-              nearly empty wave
+              before their reds (run 90: the pass and the GEMM's wait for it are 20 % of the T=16 call). Each warp's
+              first units of x (up to 4, loaded together) are asked for before its ring's first weight copies (PDL 2:
+              the GEMM is a dependent launch of the kernel before it, and asks for them right after waiting for it).
+              The launcher rounds the row tiles' CTAs up to a multiple of n (the extra warps stream the last tile and
+              store nothing) and splits K for at most 90 % of the GPU's CTA slots: clusters pack into GPCs with slots
+              left over (run 97, H100: 30 clusters of 8 at 2 CTAs per SM, 240 of 264 slots), and a grid past that runs
+              a second, nearly empty wave
   SBMAJOR     1: the weights uploaded super-block major, [K / 256][M / 16][16][144]: at each loop step the warps of a
               K range read one contiguous run of slots, as a pure read walks memory (0: each warp its own run)
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
@@ -70,7 +69,8 @@ QTYPES = ("q4_K", "q5_K")
 BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
-            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0, "SPLITK": 0}
+            "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
+            "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)

@@ -138,33 +138,33 @@ def test_a_record_runs_the_family_it_was_promoted_with(tmp_path):
 
 
 
-def test_the_huge_regime_runs_the_large_champion_until_it_has_its_own(tmp_path):
-    """T > 1024 (huge) was split from large: a lever's large champion serves it, until a study
-    promotes a huge one, which then serves T > 1024 only."""
+@pytest.mark.parametrize("lever, family, parent, child, params, change, child_ts, parent_t", [
+    # T > 1024 (huge) was split from large (run 27: RASTER pays there alone)
+    ("wgmma", "mmq_wgmma", "large", "huge", {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1},
+     {"RASTER": 1}, (2048, 4096), 1024),
+    # T <= 8 (decode) was split from tiny (runs 93-94: the pass as a dependent launch won at T = 1, lost at T = 16)
+    ("direct_q8", "mmq_direct_q8", "tiny", "decode", {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "PDL": 1,
+                                                      "SBMAJOR": 1}, {"PDL": 2}, (1, 8), 9),
+])
+def test_a_split_regime_runs_the_champion_it_came_from_until_it_has_its_own(tmp_path, lever, family, parent, child,
+                                                                           params, change, child_ts, parent_t):
+    """A lever's champion of the regime a new one was split from serves the new one's T, until a study promotes a
+    champion there, which then serves that regime's T only."""
     path = tmp_path / "champions.json"
-    large = {"AREG": 1, "BM": 128, "BN": 256, "STAGES": 4, "RAW": 2, "XLOAD": 1}
-    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "large", large)
-    assert dispatch.choose("q4_K", "sm_90", 4096, path)[:2] == ("mmq_wgmma", large)
-    _promote(path, "wgmma", "mmq_wgmma", "q4_K", "huge", {**large, "RASTER": 1})
-    assert dispatch.choose("q4_K", "sm_90", 4096, path)[:2] == ("mmq_wgmma", {**large, "RASTER": 1})
-    assert dispatch.choose("q4_K", "sm_90", 1024, path)[:2] == ("mmq_wgmma", large)
-    # a per-shape lever's records at large serve the shape at T > 1024 too
+    _promote(path, lever, family, "q4_K", parent, params)
+    for t in child_ts:
+        assert dispatch.choose("q4_K", "sm_90", t, path)[:2] == (family, params)
+    _promote(path, lever, family, "q4_K", child, {**params, **change})
+    for t in child_ts:
+        assert dispatch.choose("q4_K", "sm_90", t, path)[:2] == (family, {**params, **change})
+    assert dispatch.choose("q4_K", "sm_90", parent_t, path)[:2] == (family, params)
+
+
+def test_a_per_shape_record_at_large_serves_its_shape_in_the_huge_regime(tmp_path):
     shaped = tmp_path / "shaped.json"
     _promote_shape(shaped, (4096, 14336), "large", 128)
     assert dispatch.choose("q4_K", "sm_90", 4096, shaped, 4096, 14336)[2] == \
         "champion of adaptive_format (shape 4096x14336)"
-
-
-def test_the_decode_regime_runs_the_tiny_champion_until_it_has_its_own(tmp_path):
-    """T <= 8 (decode) was split from tiny (runs 93-94: the pass as a dependent launch won at T = 1 and lost at T = 16):
-    the tiny champion serves T = 1 until a study promotes a decode one, which then serves T <= 8 only."""
-    path = tmp_path / "champions.json"
-    tiny = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "PDL": 1, "SBMAJOR": 1}
-    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "tiny", tiny)
-    assert dispatch.choose("q4_K", "sm_90", 1, path)[:2] == ("mmq_direct_q8", tiny)
-    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "decode", {**tiny, "PDL": 2})
-    assert dispatch.choose("q4_K", "sm_90", 8, path)[:2] == ("mmq_direct_q8", {**tiny, "PDL": 2})
-    assert dispatch.choose("q4_K", "sm_90", 9, path)[:2] == ("mmq_direct_q8", tiny)
 
 
 def test_the_direct_champion_serves_its_type_at_few_tokens_and_nowhere_else(tmp_path):

@@ -40,7 +40,6 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t remote) {
     return v;
 }
 
-// Stores at a shared::cluster address (cluster_addr's, plus an offset within that CTA's shared memory).
 // Stores into cluster CTA shared memory that complete on an mbarrier there (st.async): the receiver waits on its own
 // barrier for the bytes it expects, and the sender needs no release fence or cluster-wide barrier. remote_bar: the
 // receiving CTA's barrier (cluster_addr of it).

@@ -24,13 +24,15 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
         : "memory");
 }
 
-// The bulk-copy engine (TMA without a tensor map): `bytes` contiguous bytes global -> shared,
-// counted against `bar`'s transaction count, which the issuing thread raised first with
-// mbar_arrive_expect_tx. Both addresses 16-byte aligned, bytes a multiple of 16.
+// This thread's arrival on `bar`, with `bytes` more expected of asynchronous writes (bulk copies, st.async) before the
+// phase completes; writes counted before the arrival are fine (the count only has to reach zero with it).
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
+// The bulk-copy engine (TMA without a tensor map): `bytes` contiguous bytes global -> shared,
+// counted against `bar`'s transaction count, which the issuing thread raised first with
+// mbar_arrive_expect_tx. Both addresses 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                      smem_addr(dst)),
