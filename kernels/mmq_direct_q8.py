@@ -51,6 +51,10 @@ Parameters (compile time unless said):
   PASSTRIG    1 (PDL >= 1): each pass CTA lets the GEMM launch only once its first activations are in registers,
               not as it starts: the GEMM's weight copies then do not queue in DRAM ahead of the pass's x reads, which
               the GEMM waits for (0: at once; the GEMM's first slots and the pass's reads share DRAM)
+  XPF         1 (PDL 2): the pass asks L2 for its x (a bulk prefetch per unit) before it waits for the kernel before
+              it, so its reads after the wait hit L2 rather than queue in DRAM behind the next GEMM's first weight
+              copies (run 92: every weight byte asked for while the pass reads x delayed the pass). A hint: L2 is
+              coherent, so lines fetched before that kernel writes x are made current by its writes
   SPLITK      launch time; 0: the fewest splits that fit XSHARED, or more to fill one wave
 """
 from __future__ import annotations
@@ -70,9 +74,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "SPLITK": 0}
+            "XPF": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "PROBE")
+                "PASSTRIG", "XPF", "PROBE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -133,6 +137,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
     if p["PASSTRIG"] not in (0, 1) or (p["PASSTRIG"] and not p["PDL"]):
         return f"PASSTRIG={p['PASSTRIG']}: 0, or 1 with PDL 1 or 2 (the pass lets its dependent GEMM launch late)"
+    if p["XPF"] not in (0, 1) or (p["XPF"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"])):
+        return f"XPF={p['XPF']}: 0, or 1 with PDL 2, CLUSTERQ 0 and GRIDQ 0 (a pass that waits for the kernel before it)"
     if p["PDL"] not in (0, 1, 2):
         return (f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass one of what "
                 f"precedes it)")

@@ -130,7 +130,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"CLUSTERQ": 8, "PDL": 2, "PASSTRIG": 1}, "PASSTRIG 0"),
     ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
     ({"PASSTRIG": 1, "PDL": 0}, "PASSTRIG=1"), ({"PASSTRIG": 2}, "PASSTRIG=2"),
-    ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"),
+    ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"), ({"XPF": 1, "PDL": 1}, "XPF=1"), ({"XPF": 2, "PDL": 2}, "XPF=2"),
+    ({"XPF": 1, "PDL": 2, "CLUSTERQ": 2}, "XPF=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -191,6 +192,21 @@ def test_l2ahead_asks_l2_for_that_many_slots_before_the_pass_wait_and_one_a_loop
     assert gemm.count("UBLKPF") == (ahead + 1 if ahead else 0)
     before, after = nvcc.sass_main_loop(sass, "mmq_direct_q8_gemm")
     assert before["UBLKPF"] + after["UBLKPF"] == (1 if ahead else 0)
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_xpf_asks_l2_for_the_pass_s_x_before_its_wait_and_leaves_the_gemm_as_it_was(qtype):
+    """XPF 1: the pass's one bulk L2 prefetch (UBLKPF, in its loop over units) comes before griddepcontrol.wait
+    (ACQBULK) and before its first x load (LDG); XPF 0's pass has none. Only the pass changes: the GEMM's SASS is the
+    same instruction for instruction."""
+    strip = lambda text: re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text)  # addresses and encodings
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64}
+    with_xpf = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**base, "XPF": 1}, qtype).sass)
+    without = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(base, qtype).sass)
+    pass_ = with_xpf["direct_q8_pass"]
+    assert pass_.count("UBLKPF") == 1 and pass_.index("UBLKPF") < pass_.index("ACQBULK") < pass_.index("LDG")
+    assert "UBLKPF" not in without["direct_q8_pass"]
+    assert strip(with_xpf["mmq_direct_q8_gemm"]) == strip(without["mmq_direct_q8_gemm"])
 
 
 def recorded(params: dict, M=4096, K=14336, T=16, registers=112):

@@ -37,6 +37,8 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # and the pass a dependent, small CTAs
     {"CLUSTERQ": 8, "PDL": 2, "RING": 2, "SBMAJOR": 1},  # one launch, a dependent of the kernel before
     {"CLUSTERQ": 2, "PDL": 2, "RING": 3, "XSHARED": 3},  # and with short ranges: many K splits wait for range 0's tile
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "XPF": 1},  # the pass asks L2 for x first
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "XPF": 1, "L2AHEAD": 2},  # and the GEMM for weights past its ring
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

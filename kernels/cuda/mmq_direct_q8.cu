@@ -73,6 +73,9 @@
 #ifndef PASSTRIG  // PDL >= 1. 0: the pass lets its GEMM launch as it starts; 1: once each of its CTAs has its first
 #define PASSTRIG 0  // activations in registers, so the GEMM's weight copies do not queue in DRAM ahead of the pass's reads
 #endif
+#ifndef XPF  // 1 (PDL 2): the pass asks L2 for its x (one bulk prefetch per unit) before it waits for the kernel before it,
+#define XPF 0  // so its reads after the wait hit L2 instead of queueing in DRAM behind the next GEMM's weight copies (a
+#endif         // hint: lines fetched before that kernel writes x are made current by its writes, L2 being coherent)
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -88,6 +91,9 @@
 #endif
 #if PASSTRIG < 0 || PASSTRIG > 1 || (PASSTRIG && !PDL)
 #error "mmq_direct_q8.cu: PASSTRIG 0..1, 1 with PDL (a dependent GEMM to let launch)"
+#endif
+#if XPF < 0 || XPF > 1 || (XPF && PDL != 2)
+#error "mmq_direct_q8.cu: XPF 0..1, 1 with PDL 2 (a pass that waits for the kernel before it)"
 #endif
 #if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL == 1 || GRIDQ || PASSTRIG))
 #error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 or 2, GRIDQ 0 and PASSTRIG 0 (no pass)"
@@ -232,6 +238,14 @@ __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, u
     for (long long i = thread; i < n_zero; i += threads) C[i] = 0.0f;
 }
 
+// XPF: the units quantize_and_zero gives this thread's warp, each 1 KB of x asked of L2 by its lane 0
+__device__ __forceinline__ void prefetch_units(const float* __restrict__ x, int T, int K, long long thread,
+                                               long long threads) {
+    const long long units = static_cast<long long>(T) * (K / 256);
+    if ((threadIdx.x & 31) == 0)
+        for (long long unit = thread >> 5; unit < units; unit += threads >> 5) mmq::bulk_prefetch_l2(x + unit * 256, 1024);
+}
+
 #if CLUSTERQ
 // CLUSTERQ: this CTA's share of its K range's activations (token rows 0 .. rows - 1 of the tile, super-blocks 0 ..
 // nrange - 1 of the range), quantized into the staged rows, d8 and sums of every CTA of the cluster. Units (a token row's
@@ -298,11 +312,12 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
 extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
                                           long long n_zero) {
+    const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
     if constexpr (!PASSTRIG) MMQ_LAUNCH_DEPENDENTS();
+    if constexpr (XPF) dq8::prefetch_units(x, T, K, thread, threads);
     MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
-    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero,
-                                     blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x,
-                                     static_cast<long long>(gridDim.x) * blockDim.x);
+    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, thread, threads);
 }
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
