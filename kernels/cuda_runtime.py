@@ -152,6 +152,11 @@ class Kernel:
         self._format: str | None = None
         self._opt_in(self.smem_bytes)
 
+    @property
+    def module(self) -> "Module":
+        """The loaded cubin this function belongs to (its globals: Module.global_ptr)."""
+        return self._module
+
     def _opt_in(self, smem: int) -> None:
         """Raise the function's dynamic smem limit (an attribute of the CUfunction, shared by
         every Kernel of this name, so it is only ever raised)."""

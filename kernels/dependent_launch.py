@@ -78,6 +78,14 @@ class DependentKernel:
         if rc != 0:
             raise self._error(f"{what} for {self.name} failed with CUresult {rc}")
 
+    def global_ptr(self, name: str) -> tuple[int, int]:
+        """(device pointer, size in bytes) of a __device__ variable of this kernel's own module (this loading of the
+        cubin, not the pycuda one: its globals are separate)."""
+        ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self._check(self._lib.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size), self._module, name.encode()),
+                    f"cuModuleGetGlobal({name})")
+        return int(ptr.value), int(size.value)
+
     def max_active_clusters(self, grid, block, smem: int) -> int:
         """cuOccupancyMaxActiveClusters: how many of the kernel's clusters (its __cluster_dims__)
         the GPU runs at once with this block and shared memory."""

@@ -39,6 +39,9 @@ Parameters (compile time unless said):
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
+  TRACE       a timing probe (the same numbers, a little later; scripts/call_trace.py): 1 each CTA of the pass and
+              of the GEMM records %globaltimer at its start, after its wait for the kernel before, when its first
+              work is ready, and at its end, in the module's dq8_trace (not with GRIDQ or CLUSTERQ)
   NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
               zeroed): 1 launches the GEMM alone, no activation pass, so a bench row beside the same configuration
               says what the pass and the GEMM's wait for it cost per call
@@ -74,9 +77,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "SPLITK": 0}
+            "XPF": 0, "TRACE": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PROBE")
+                "PASSTRIG", "XPF", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -139,6 +142,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PASSTRIG={p['PASSTRIG']}: 0, or 1 with PDL 1 or 2 (the pass lets its dependent GEMM launch late)"
     if p["XPF"] not in (0, 1) or (p["XPF"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"])):
         return f"XPF={p['XPF']}: 0, or 1 with PDL 2, CLUSTERQ 0 and GRIDQ 0 (a pass that waits for the kernel before it)"
+    if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] or p["CLUSTERQ"])):
+        return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 and CLUSTERQ 0: a pass, then the GEMM)"
     if p["PDL"] not in (0, 1, 2):
         return (f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass one of what "
                 f"precedes it)")
@@ -224,6 +229,13 @@ class DirectQ8Bound(mmq_base.MMQBound):
             # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate above erred
             self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
             self.arrived = device.to_device(np.zeros(1, np.uint32))
+
+    def trace_modules(self) -> list:
+        """TRACE: the loaded modules whose dq8_trace the pass's and the GEMM's CTAs write (a dependent launch loads its
+        own copy of the cubin, with its own globals), each once, as objects with global_ptr(name)."""
+        kernels = [self.pass_kernel, self.gemm]
+        owners = [getattr(k, "module", k) for k in kernels]  # a pycuda Kernel's Module, or the DependentKernel itself
+        return list({id(o): o for o in owners}.values())
 
     def choose_split(self, params: dict, registers: int, n_threads: int) -> int:
         """At least the split under which a CTA's range of super-blocks fits its staged activations."""

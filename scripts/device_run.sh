@@ -7,6 +7,7 @@
 #                    (ncu --clock-control none: the card's clocks are left as they are), and its
 #                    dram__bytes_read.sum (NCU_METRICS: another comma-separated list); NCU_KERNEL picks the
 #                    kernel (default regex:_gemm$; mmq_moe_grouped for the MoE GEMM)
+#   trace ARGS...:   scripts/call_trace.py (a direct_q8 call's CTAs timed by %globaltimer: where its time goes)
 #   clusters:        scripts/cluster_occupancy.py (how many thread-block clusters fit at once)
 #   floor ARGS...:   scripts/launch_floor.py (the least a call costs, per call back to back as the bench times it and
 #                    alone: an empty launch, a wave, one DRAM round trip, a pure read of the weights by loads and by
@@ -30,7 +31,7 @@ status=0
 while [ $# -gt 0 ]; do
     step=$1; shift
     args=()
-    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ] && [ "$1" != "clusters" ] && [ "$1" != "floor" ]; do
+    while [ $# -gt 0 ] && [ "$1" != "tests" ] && [ "$1" != "bench" ] && [ "$1" != "study" ] && [ "$1" != "sweep" ] && [ "$1" != "moebench" ] && [ "$1" != "profile" ] && [ "$1" != "clusters" ] && [ "$1" != "floor" ] && [ "$1" != "trace" ]; do
         args+=("$1"); shift
     done
     case $step in
@@ -52,6 +53,9 @@ while [ $# -gt 0 ]; do
                ncu -i "$OUT/ncu-$n.ncu-rep" --page details --print-details all >> "$OUT/ncu-$n.txt" 2>&1
                ncu -i "$OUT/ncu-$n.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$n-sass.csv" 2>&1
                grep -A12 "Warp State Statistics" "$OUT/ncu-$n.txt" | head -40 ;;
+        trace) run python3 scripts/call_trace.py --out "$OUT/trace" "${args[@]}" 2>&1 | tee -a "$OUT/trace.log"
+               [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+               tar -czf "$OUT/trace.tar.gz" -C "$OUT" trace && rm -rf "$OUT/trace" ;;
         clusters) run python3 scripts/cluster_occupancy.py "${args[@]}" 2>&1 | tee -a "$OUT/clusters.log" ;;
         floor) run python3 scripts/launch_floor.py "${args[@]}" 2>&1 | tee -a "$OUT/floor.log"
                [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;

@@ -43,7 +43,10 @@ CONFIGS = [
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33), (4096, 2048, 16)]
-PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]}
+TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # the T=16 champion's form
+          {"RING": 2, "SBMAJOR": 1, "PDL": 1}]  # the pass not a dependent launch: its wait returns at once
+PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
+              + [{**c, "TRACE": 1} for c in TRACED]}
 
 
 def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
@@ -95,7 +98,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
 @pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
                                         (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K"), (18, "q4_K"),
                                         (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
-                                        (22, "q4_K"), (22, "q5_K"), (23, "q4_K")])
+                                        (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -111,3 +114,37 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
             assert_int_k_parity(run_poisoned(bound), prob, f"launch {launch}")
     finally:
         bound.release()
+
+
+@pytest.mark.parametrize("cfg", range(len(TRACED)))
+def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, cfg):
+    """scripts/call_trace.py on the GPU: every CTA of each call's pass and GEMM leaves one record, launch by launch,
+    with start <= waited <= ready <= end; the GEMM's wait returns only after its pass's last CTA ended (a dependent
+    launch's griddepcontrol.wait), and with PDL 2 each pass's wait only after the GEMM before it ended."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "call_trace.py"
+    spec = importlib.util.spec_from_file_location("call_trace", path)
+    call_trace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(call_trace)
+    params = TRACED[cfg]
+    M, K, T, calls = 1024, 4096, 16, 4
+    records = call_trace.trace_variant(gpu_device, "q4_K", M, K, T, params, calls=calls, warmup=2)
+    pass_ctas = -(-T * (K // 256) * 32 // params.get("PASSTHREADS", 256))
+    counts = records.groupby(["kernel", "launch"]).size()
+    assert counts.loc[0].tolist() == [pass_ctas] * calls
+    gemm_ctas = counts.loc[1].tolist()
+    assert len(gemm_ctas) == calls and len(set(gemm_ctas)) == 1
+    for kernel, g in records.groupby("kernel"):
+        assert sorted(g.groupby("launch")["cta"].apply(lambda c: tuple(sorted(c))).unique()) == \
+            [tuple(range(counts.loc[kernel].iloc[0]))]  # each launch's CTAs once each
+    assert (records["start"] <= records["waited"]).all() and (records["waited"] <= records["end"]).all()
+    ready = records[records["ready"] > 0]
+    assert len(ready) == len(records) and (ready["waited"] <= ready["ready"]).all() and (ready["ready"] <= ready["end"]).all()
+    ev = call_trace.events(records)
+    first_gemm_wait = records[records.kernel == 1].groupby("launch")["waited"].min()
+    first_pass_wait = records[records.kernel == 0].groupby("launch")["waited"].min()
+    assert (first_gemm_wait.to_numpy() >= ev["pass.end"].to_numpy()).all()
+    if params["PDL"] == 2:
+        assert (first_pass_wait.to_numpy()[1:] >= ev["gemm.end"].to_numpy()[:-1]).all()

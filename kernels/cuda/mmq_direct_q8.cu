@@ -79,6 +79,13 @@
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
+#ifndef TRACE  // a timing probe (the same numbers, a little later): 1 each CTA of the pass and of the GEMM records, in
+#define TRACE 0  // dq8_trace, %globaltimer at its start, after its wait for the kernel before, when its first work is ready
+#endif           // (the pass: its first unit stored; the GEMM: its first super-block's weights and activations landed) and
+                 // at its end, with its launch (the order CTAs start in: every CTA of a launch starts before any of the next)
+#if TRACE < 0 || TRACE > 1 || (TRACE && (GRIDQ || CLUSTERQ))
+#error "mmq_direct_q8.cu: TRACE 0..1, 1 with GRIDQ 0 and CLUSTERQ 0 (a pass, then the GEMM)"
+#endif
 #if PROBE < 0 || PROBE > 2 || SBMAJOR < 0 || SBMAJOR > 1
 #error "mmq_direct_q8.cu: PROBE 0..2, SBMAJOR 0..1"
 #endif
@@ -114,6 +121,52 @@ constexpr int kClusterQBytes = CLUSTERQ ? 16 * kSumStride * 8 + XSHARED * 16 * 4
 constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
 constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
 constexpr int kSmemBytes = kSumsAt + kClusterQBytes;
+
+#if TRACE
+// TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end} (ns);
+// records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
+constexpr int kTraceCap = 16384;
+__device__ unsigned long long dq8_trace[kTraceCap][6];
+__device__ unsigned dq8_trace_n, dq8_trace_started[2];
+__device__ unsigned dq8_trace_ctas[2];  // CTAs per launch of each kernel, written by the CTAs themselves
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+struct CtaTrace {  // kept by thread 0
+    unsigned long long t[4];
+    unsigned start_index;
+    __device__ __forceinline__ void begin(int kernel) {
+        t[0] = global_ns(), t[1] = t[2] = 0;  // (a PROBE 2 GEMM has no first super-block: ready stays 0)
+        start_index = atomicAdd(&dq8_trace_started[kernel], 1u);  // its result is needed only at the end
+    }
+    __device__ __forceinline__ void mark(int i) { t[i] = global_ns(); }
+    __device__ __forceinline__ void end(int kernel) {
+        t[3] = global_ns();
+        const unsigned ctas = gridDim.x * gridDim.y * gridDim.z, slot = atomicAdd(&dq8_trace_n, 1u);
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        dq8_trace_ctas[kernel] = ctas;
+        if (slot < kTraceCap) {
+            unsigned long long* r = dq8_trace[slot];
+            r[0] = static_cast<unsigned long long>(kernel) << 32 | sm;
+            r[1] = static_cast<unsigned long long>(start_index / ctas) << 32 | (start_index % ctas);
+            r[2] = t[0], r[3] = t[1], r[4] = t[2], r[5] = t[3];
+        }
+    }
+};
+#define TRACE_BEGIN(k) if (threadIdx.x == 0) trace.begin(k)
+#define TRACE_MARK(i) if (threadIdx.x == 0) trace.mark(i)
+#define TRACE_END(k) do { __syncthreads(); if (threadIdx.x == 0) trace.end(k); } while (0)
+#else
+struct CtaTrace {};
+#define TRACE_BEGIN(k)
+#define TRACE_MARK(i)
+#define TRACE_END(k)
+#endif
 
 // The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, so through L2 (__ldcg), never
 // the read-only path a const __restrict__ pointer would allow (it is not coherent with the same kernel's stores)
@@ -225,11 +278,12 @@ template <bool kTriggerLate = false>
 __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, uint32_t* __restrict__ q8,
                                                   float* __restrict__ d8, __half* __restrict__ sums,
                                                   float* __restrict__ C, int T, int K, long long n_zero,
-                                                  long long thread, long long threads) {
+                                                  long long thread, long long threads, CtaTrace& trace) {
     const int lane = threadIdx.x & 31, nsb = K / 256;
     const long long units = static_cast<long long>(T) * nsb;
     long long unit = thread >> 5;
     if (unit < units) quantize_unit(x, q8, d8, sums, unit, lane, nsb);  // warp-uniform
+    TRACE_MARK(2);
     if constexpr (kTriggerLate) {
         __syncthreads();
         MMQ_LAUNCH_DEPENDENTS();
@@ -312,12 +366,16 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
 extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
                                           long long n_zero) {
+    dq8::CtaTrace trace;
+    TRACE_BEGIN(0);
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
     if constexpr (!PASSTRIG) MMQ_LAUNCH_DEPENDENTS();
     if constexpr (XPF) dq8::prefetch_units(x, T, K, thread, threads);
     MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
-    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, thread, threads);
+    TRACE_MARK(1);
+    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, thread, threads, trace);
+    TRACE_END(0);
 }
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
@@ -342,6 +400,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 ) {
     using namespace dq8;
     extern __shared__ __align__(16) uint8_t smem[];
+    CtaTrace trace;
+    TRACE_BEGIN(1);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
     const int nrange = sb_end - sb_begin;
@@ -416,7 +476,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
         quantize_and_zero(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), C, T, K,
                           static_cast<long long>(T) * M, cta * kThreads + threadIdx.x,
-                          static_cast<long long>(ctas) * kThreads);
+                          static_cast<long long>(ctas) * kThreads, trace);
         __syncthreads();  // this CTA's writes, then one arrival for it
         if (threadIdx.x == 0) {
             __threadfence();
@@ -449,6 +509,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
 #else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
+    TRACE_MARK(1);
 #endif
 #if CLUSTERQ  // staged already: two empty groups keep the loop's wait counts
     mmq::cp_async_commit();
@@ -500,6 +561,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (s < 2) __syncthreads();  // and every thread's copies of super-block s's activations
         else __syncwarp();           // and every lane's copies of the slot
 #endif
+        if (s == 0) TRACE_MARK(2);
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
         if constexpr (PROBE == 1) {
             acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 16 * t) & 0x007FFFFFu);
@@ -577,6 +639,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
 #endif
     mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass (CLUSTERQ: by range 0)
+    TRACE_END(1);
 }
 
 extern "C" __constant__ int mmq_direct_q8_smem_bytes = dq8::kSmemBytes;

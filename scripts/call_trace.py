@@ -1,0 +1,196 @@
+"""Where a `direct_q8` call's time goes, CTA by CTA: the TRACE=1 probe of kernels/cuda/mmq_direct_q8.cu has every CTA of
+the activation pass and of the GEMM record %globaltimer when it starts, when its wait for the kernel before returns,
+when its first work is ready (the pass: its first unit stored; the GEMM: its first super-block's weights and activations
+landed) and when it ends. Calls run back to back on rotated inputs, as the bench runs them.
+
+    python3 scripts/call_trace.py --type q4_K --shape 4096x14336 --T 16 --calls 8 --out DIR \\
+        --variant 'champion={}' --variant 'xpf={"XPF": 1}' --variant 'gemm_alone={"NOPASS": 1}'
+
+A variant is the `direct_q8` champion of the (type, T) regime (its defaults where there is none) with the JSON on top.
+Per variant: a table of each call's phases in us (the median CTA's wait and ready, the last CTA's end; calls after the
+first), trace_<name>.csv (every CTA's record) and trace_<name>.png (three calls' CTAs on one time axis) under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+FIELDS = ["kernel", "sm", "launch", "cta", "start", "waited", "ready", "end"]
+KERNELS = {0: "pass", 1: "gemm"}
+PHASES = {  # name: (from, to), each "<kernel>.<event>" of this call, "prev_gemm.end" of the call before
+    "gemm_before_end->pass_waited": ("prev_gemm.end", "pass.waited"),
+    "pass_waited->pass_end": ("pass.waited", "pass.end"),
+    "pass_end->gemm_waited": ("pass.end", "gemm.waited"),
+    "gemm_waited->gemm_ready": ("gemm.waited", "gemm.ready"),
+    "gemm_ready->gemm_end": ("gemm.ready", "gemm.end"),
+    "call": ("prev_gemm.end", "gemm.end"),
+}
+
+
+def unpack(raw: np.ndarray) -> pd.DataFrame:
+    """dq8_trace records [n, 6] uint64 -> one row per CTA (times in ns, as recorded)."""
+    raw = np.asarray(raw, np.uint64).reshape(-1, 6)
+    return pd.DataFrame({
+        "kernel": (raw[:, 0] >> np.uint64(32)).astype(np.int64), "sm": (raw[:, 0] & np.uint64(0xFFFFFFFF)).astype(np.int64),
+        "launch": (raw[:, 1] >> np.uint64(32)).astype(np.int64), "cta": (raw[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64),
+        **{name: raw[:, 2 + i].astype(np.int64) for i, name in enumerate(["start", "waited", "ready", "end"])}})
+
+
+def events(records: pd.DataFrame) -> pd.DataFrame:
+    """Per call (launch index) and kernel: the first CTA's start, the median CTA's wait and ready, the last CTA's end."""
+    rows = {}
+    for (kernel, launch), g in records.groupby(["kernel", "launch"]):
+        name = KERNELS[int(kernel)]
+        row = rows.setdefault(int(launch), {})
+        row[f"{name}.start"] = g["start"].min()
+        row[f"{name}.waited"] = g["waited"].median()
+        row[f"{name}.ready"] = g.loc[g["ready"] > 0, "ready"].median()  # 0: a CTA that never got there (a probe)
+        row[f"{name}.end"] = g["end"].max()
+        row[f"{name}.ctas"] = len(g)
+    out = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    out["prev_gemm.end"] = out["gemm.end"].shift(1)
+    return out
+
+
+def phases(records: pd.DataFrame) -> pd.DataFrame:
+    """Each call's phases in us (PHASES), the first call dropped (it has no call before it in the trace). A variant
+    without a pass (NOPASS) has only the GEMM's phases and the call."""
+    ev = events(records)
+    out = pd.DataFrame(index=ev.index)
+    for name, (a, b) in PHASES.items():
+        if a in ev and b in ev:
+            out[name] = (ev[b] - ev[a]) / 1e3
+    return out.iloc[1:]
+
+
+def resolution_ns(records: pd.DataFrame) -> int:
+    """The smallest step between distinct recorded times: %globaltimer's update interval, at most."""
+    times = np.unique(records[["start", "waited", "ready", "end"]].to_numpy().ravel())
+    times = times[times > 0]
+    steps = np.diff(times)
+    return int(steps.min()) if len(steps) else 0
+
+
+def plot(records: pd.DataFrame, path: Path, title: str, calls: int = 3) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = int(records["launch"].min()) + 1
+    shown = records[(records["launch"] >= first) & (records["launch"] < first + calls)].sort_values(["kernel", "start"])
+    t0 = shown["start"].min()
+    fig, ax = plt.subplots(figsize=(12, 6))
+    for y, (_, r) in enumerate(shown.sort_values("start").iterrows()):
+        color = "tab:orange" if r["kernel"] == 0 else "tab:blue"
+        ax.plot([(r["start"] - t0) / 1e3, (r["end"] - t0) / 1e3], [y, y], color=color, lw=0.6)
+        ax.plot([(r["waited"] - t0) / 1e3], [y], "|", color="black", ms=2)
+        if r["ready"] > 0:
+            ax.plot([(r["ready"] - t0) / 1e3], [y], "|", color="tab:green", ms=2)
+    ax.set_xlabel("us (orange: pass CTAs, blue: GEMM CTAs; black tick: wait returned, green: first work ready)")
+    ax.set_ylabel("CTA, by start")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def read_trace(modules) -> pd.DataFrame:
+    """Every record in the modules' dq8_trace (each loaded copy of the cubin has its own)."""
+    import pycuda.driver as drv
+
+    frames = []
+    for m in modules:
+        n = np.zeros(1, np.uint32)
+        drv.memcpy_dtoh(n, m.global_ptr("dq8_trace_n")[0])
+        ptr, size = m.global_ptr("dq8_trace")
+        raw = np.zeros(size // 8, np.uint64)
+        drv.memcpy_dtoh(raw, ptr)
+        frames.append(unpack(raw.reshape(-1, 6)[: min(int(n[0]), size // 48)]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def reset_trace(modules) -> None:
+    import pycuda.driver as drv
+
+    for m in modules:
+        for name in ("dq8_trace_n", "dq8_trace_started"):
+            ptr, size = m.global_ptr(name)
+            drv.memcpy_htod(ptr, np.zeros(size // 4, np.uint32))
+
+
+def trace_variant(device, qtype: str, M: int, K: int, T: int, params: dict, calls: int, warmup: int) -> pd.DataFrame:
+    from kernels import families, quant
+    from kernels.family import Problem, Workload
+
+    rng = np.random.default_rng(0)
+    problem = Problem(Workload(qtype, M, K, T), quant.get(qtype).random_packed(M, K, rng),
+                      rng.standard_normal((T, K), dtype=np.float32))
+    variant = families.get("mmq_direct_q8").build({**params, "TRACE": 1}, qtype, device)
+    bound = variant.prepare(problem)
+    try:
+        modules = bound.trace_modules()
+        for _ in range(warmup):
+            bound.run()
+        device.synchronize()
+        reset_trace(modules)
+        for _ in range(calls):
+            bound.run()
+        device.synchronize()
+        return read_trace(modules)
+    finally:
+        bound.release()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--type", default="q4_K")
+    ap.add_argument("--shape", default="4096x14336", help="MxK")
+    ap.add_argument("--T", type=int, default=16)
+    ap.add_argument("--variant", action="append", default=[], help="NAME=JSON over the regime's direct_q8 champion")
+    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--out", default="out/trace")
+    args = ap.parse_args()
+    if not args.variant:
+        args.variant = ["champion={}"]
+    if not 2 <= args.calls <= 20:
+        raise SystemExit("--calls: 2..20 (the trace holds 16384 CTAs)")
+
+    from campaign import champions
+    from kernels.device import open_device
+
+    M, K = map(int, args.shape.split("x"))
+    device = open_device("cuda")
+    base = champions.lookup("direct_q8", args.type, device.info["arch"], args.T) or {}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {}
+    for spec in args.variant:
+        name, _, overrides = spec.partition("=")
+        params = {**base, **json.loads(overrides or "{}")}
+        records = trace_variant(device, args.type, M, K, args.T, params, args.calls, args.warmup)
+        records.to_csv(out / f"trace_{name}.csv", index=False)
+        table = phases(records)
+        summary[name] = table.median()
+        print(f"\n{name}: {json.dumps(params, sort_keys=True)}  ({len(records)} CTAs, timer step "
+              f"{resolution_ns(records)} ns)")
+        print(table.round(2).to_string())
+        plot(records, out / f"trace_{name}.png", f"{args.type} {args.shape} T={args.T}: {name}")
+    table = pd.DataFrame(summary).T
+    table.to_csv(out / "trace_summary.csv")
+    print(f"\nmedian over calls, us ({args.type} {args.shape} T={args.T}, {device.info.get('name', '')}):")
+    print(table.round(2).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    from campaign.errors import run_main
+
+    raise SystemExit(run_main(main))

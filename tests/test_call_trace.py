@@ -1,0 +1,77 @@
+"""scripts/call_trace.py off the GPU: the records the TRACE probe writes, unpacked and turned into each call's phases
+(synthetic records with known times), and the probe's code: every CTA of both kernels reads %globaltimer at its four
+points, the GEMM within its register cap, and TRACE refused where there is no pass."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels import mmq_direct_q8, nvcc
+
+spec = importlib.util.spec_from_file_location("call_trace", Path(__file__).resolve().parents[1] / "scripts" / "call_trace.py")
+call_trace = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(call_trace)
+
+
+def record(kernel, sm, launch, cta, start, waited, ready, end):
+    return [kernel << 32 | sm, launch << 32 | cta, start, waited, ready, end]
+
+
+def synthetic(with_pass=True):
+    """Three calls, 1000 ns apart per phase: the GEMM before ends at e, the pass waits until e + 300 (median of its
+    CTAs) and ends at e + 1000, the GEMM waits until e + 1500, is ready at e + 2500, ends at e + 10000."""
+    rows = []
+    for call in range(3):
+        e = 100_000 + 10_000 * call  # the call before's GEMM end
+        if with_pass:
+            for cta, waited in enumerate([e + 200, e + 300, e + 400]):
+                rows.append(record(0, cta, call, cta, e - 5000, waited, waited + 100, e + 1000 - 100 * (2 - cta)))
+        for cta, (waited, ready) in enumerate([(e + 1400, e + 2400), (e + 1500, e + 2500), (e + 1600, e + 2600)]):
+            rows.append(record(1, 10 + cta, call, cta, e - 2000, waited, ready, e + 10_000 - 50 * cta))
+    return np.array(rows, np.uint64)
+
+
+def test_records_unpack_to_their_fields():
+    df = call_trace.unpack(synthetic())
+    assert list(df.columns) == call_trace.FIELDS
+    assert len(df) == 18 and set(df["kernel"]) == {0, 1} and set(df["launch"]) == {0, 1, 2}
+    assert df.loc[(df.kernel == 1) & (df.launch == 2) & (df.cta == 1), "sm"].item() == 11
+
+
+def test_each_call_s_phases_from_the_median_cta_and_the_last_to_end():
+    table = call_trace.phases(call_trace.unpack(synthetic()))
+    assert list(table.index) == [1, 2]  # the first call has no GEMM before it in the trace
+    expect = {"gemm_before_end->pass_waited": 0.3, "pass_waited->pass_end": 0.7, "pass_end->gemm_waited": 0.5,
+              "gemm_waited->gemm_ready": 1.0, "gemm_ready->gemm_end": 7.5, "call": 10.0}
+    for name, us in expect.items():
+        assert table[name].tolist() == pytest.approx([us, us]), name
+
+
+def test_a_gemm_alone_has_only_the_gemm_s_phases():
+    table = call_trace.phases(call_trace.unpack(synthetic(with_pass=False)))
+    assert set(table.columns) == {"gemm_waited->gemm_ready", "gemm_ready->gemm_end", "call"}
+    assert table["call"].tolist() == pytest.approx([10.0, 10.0])
+
+
+def test_the_timer_step_is_the_smallest_gap_between_recorded_times():
+    assert call_trace.resolution_ns(call_trace.unpack(synthetic())) == 50
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_trace_reads_the_timer_at_four_points_of_every_cta_of_both_kernels(qtype):
+    params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "TRACE": 1}
+    compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+    sass = nvcc.sass_functions(compiled.sass)
+    for kernel in ("mmq_direct_q8_gemm", "direct_q8_pass"):
+        assert sass[kernel].count("GLOBALTIMER") == 4, kernel
+    plain = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**params, "TRACE": 0}, qtype).sass)
+    assert "GLOBALTIMER" not in plain["mmq_direct_q8_gemm"] and "GLOBALTIMER" not in plain["direct_q8_pass"]
+    gemm = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
+    assert gemm["spill_store_bytes"] == 0 and gemm["registers"] <= 65536 // (32 * 8 * 2)
+
+
+@pytest.mark.parametrize("params", [{"TRACE": 1, "CLUSTERQ": 2, "PDL": 0}, {"TRACE": 1, "GRIDQ": 1, "PDL": 0},
+                                    {"TRACE": 2}])
+def test_trace_is_refused_where_there_is_no_pass_to_time(params):
+    assert "TRACE=" in mmq_direct_q8.invalid_reason(params, "q4_K")
