@@ -2,6 +2,7 @@
 (synthetic records with known times), and the probe's code: every CTA of both kernels reads %globaltimer at its four
 points, the GEMM within its register cap, and TRACE refused where there is no pass."""
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,8 @@ def test_trace_reads_the_timer_at_four_points_of_every_cta_of_both_kernels(qtype
         assert sass[kernel].count("GLOBALTIMER") == 4, kernel
     plain = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**params, "TRACE": 0}, qtype).sass)
     assert "GLOBALTIMER" not in plain["mmq_direct_q8_gemm"] and "GLOBALTIMER" not in plain["direct_q8_pass"]
+    # the records under their C names, which call_trace.py asks each loaded module for (not a namespace's mangled ones)
+    assert {b"dq8_trace", b"dq8_trace_n", b"dq8_trace_started"} <= set(re.findall(rb"\w*dq8_trace\w*", compiled.cubin))
     gemm = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
     assert gemm["spill_store_bytes"] == 0 and gemm["registers"] <= 65536 // (32 * 8 * 2)
 

@@ -106,6 +106,13 @@
 #error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 or 2, GRIDQ 0 and PASSTRIG 0 (no pass)"
 #endif
 
+#if TRACE  // the records (C names: scripts/call_trace.py reads them by name from each loaded module)
+extern "C" {
+__device__ unsigned long long dq8_trace[16384][6];
+__device__ unsigned dq8_trace_n, dq8_trace_started[2];
+}
+#endif
+
 namespace dq8 {
 
 constexpr int kThreads = 32 * WARPS;
@@ -125,10 +132,6 @@ constexpr int kSmemBytes = kSumsAt + kClusterQBytes;
 #if TRACE
 // TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end} (ns);
 // records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
-constexpr int kTraceCap = 16384;
-__device__ unsigned long long dq8_trace[kTraceCap][6];
-__device__ unsigned dq8_trace_n, dq8_trace_started[2];
-__device__ unsigned dq8_trace_ctas[2];  // CTAs per launch of each kernel, written by the CTAs themselves
 
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
@@ -149,8 +152,7 @@ struct CtaTrace {  // kept by thread 0
         const unsigned ctas = gridDim.x * gridDim.y * gridDim.z, slot = atomicAdd(&dq8_trace_n, 1u);
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        dq8_trace_ctas[kernel] = ctas;
-        if (slot < kTraceCap) {
+        if (slot < sizeof(dq8_trace) / sizeof(dq8_trace[0])) {
             unsigned long long* r = dq8_trace[slot];
             r[0] = static_cast<unsigned long long>(kernel) << 32 | sm;
             r[1] = static_cast<unsigned long long>(start_index / ctas) << 32 | (start_index % ctas);
