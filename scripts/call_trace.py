@@ -1,9 +1,10 @@
 """Where a `direct_q8` call's time goes, CTA by CTA: the TRACE=1 probe of kernels/cuda/mmq_direct_q8.cu has every CTA of
 the activation pass and of the GEMM record %globaltimer when it starts, when its wait for the kernel before returns,
 when its first work is ready (the pass: its first unit stored; the GEMM: its first super-block's weights and activations
-landed) and when it ends. Calls run back to back on rotated inputs, as the bench runs them.
+landed) and when it ends. Calls run back to back on rotated inputs, queued behind the timer's spin kernel, as the
+bench times them.
 
-    python3 scripts/call_trace.py --type q4_K --shape 4096x14336 --T 16 --calls 8 --out DIR \\
+    python3 scripts/call_trace.py --type q4_K --shape 4096x14336 --T 16 --calls 6 --out DIR \\
         --variant 'champion={}' --variant 'xpf={"XPF": 1}' --variant 'gemm_alone={"NOPASS": 1}'
 
 A variant is the `direct_q8` champion of the (type, T) regime (its defaults where there is none) with the JSON on top.
@@ -125,7 +126,11 @@ def reset_trace(modules) -> None:
             drv.memcpy_htod(ptr, np.zeros(size // 4, np.uint32))
 
 
-def trace_variant(device, qtype: str, M: int, K: int, T: int, params: dict, calls: int, warmup: int) -> pd.DataFrame:
+def trace_variant(device, qtype: str, M: int, K: int, T: int, params: dict, calls: int,
+                  warmup: int) -> tuple[pd.DataFrame, float]:
+    """(every CTA's record of `calls` back-to-back calls, their GPU us per call by CUDA events). The calls are queued
+    behind the timer's spin kernel (device.time_once, as the bench times them), so the GPU runs them without waiting
+    for Python's launches; where the host outran the spin, time_once times again, and only its last calls are kept."""
     from kernels import families, quant
     from kernels.family import Problem, Workload
 
@@ -136,14 +141,13 @@ def trace_variant(device, qtype: str, M: int, K: int, T: int, params: dict, call
     bound = variant.prepare(problem)
     try:
         modules = bound.trace_modules()
-        for _ in range(warmup):
-            bound.run()
+        device.time_once(bound.run, warmup)  # also sets the spin's length by the host's pace of enqueueing
         device.synchronize()
         reset_trace(modules)
-        for _ in range(calls):
-            bound.run()
+        us = device.time_once(bound.run, calls) * 1e6
         device.synchronize()
-        return read_trace(modules)
+        records = read_trace(modules)
+        return records[records["launch"] > records["launch"].max() - calls].reset_index(drop=True), us
     finally:
         bound.release()
 
@@ -154,14 +158,14 @@ def main() -> int:
     ap.add_argument("--shape", default="4096x14336", help="MxK")
     ap.add_argument("--T", type=int, default=16)
     ap.add_argument("--variant", action="append", default=[], help="NAME=JSON over the regime's direct_q8 champion")
-    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--calls", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--out", default="out/trace")
     args = ap.parse_args()
     if not args.variant:
         args.variant = ["champion={}"]
-    if not 2 <= args.calls <= 20:
-        raise SystemExit("--calls: 2..20 (the trace holds 16384 CTAs)")
+    if not 2 <= args.calls <= 6:
+        raise SystemExit("--calls: 2..6 (the trace holds 16384 CTAs, and time_once may time the calls three times)")
 
     from campaign import champions
     from kernels.device import open_device
@@ -175,12 +179,12 @@ def main() -> int:
     for spec in args.variant:
         name, _, overrides = spec.partition("=")
         params = {**base, **json.loads(overrides or "{}")}
-        records = trace_variant(device, args.type, M, K, args.T, params, args.calls, args.warmup)
+        records, us = trace_variant(device, args.type, M, K, args.T, params, args.calls, args.warmup)
         records.to_csv(out / f"trace_{name}.csv", index=False)
         table = phases(records)
-        summary[name] = table.median()
+        summary[name] = pd.concat([pd.Series({"events_us_per_call": us}), table.median()])
         print(f"\n{name}: {json.dumps(params, sort_keys=True)}  ({len(records)} CTAs, timer step "
-              f"{resolution_ns(records)} ns)")
+              f"{resolution_ns(records)} ns; {us:.2f} us per call by CUDA events)")
         print(table.round(2).to_string())
         plot(records, out / f"trace_{name}.png", f"{args.type} {args.shape} T={args.T}: {name}")
     table = pd.DataFrame(summary).T

@@ -130,8 +130,10 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     spec.loader.exec_module(call_trace)
     params = TRACED[cfg]
     M, K, T, calls = 1024, 4096, 16, 4
-    records = call_trace.trace_variant(gpu_device, "q4_K", M, K, T, params, calls=calls, warmup=2)
+    records, us = call_trace.trace_variant(gpu_device, "q4_K", M, K, T, params, calls=calls, warmup=2)
+    assert us > 0 and sorted(records["launch"].unique()) == list(range(records["launch"].min(), records["launch"].min() + calls))
     pass_ctas = -(-T * (K // 256) * 32 // params.get("PASSTHREADS", 256))
+    records["launch"] -= records["launch"].min()
     counts = records.groupby(["kernel", "launch"]).size()
     assert counts.loc[0].tolist() == [pass_ctas] * calls
     gemm_ctas = counts.loc[1].tolist()
