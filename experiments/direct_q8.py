@@ -9,7 +9,8 @@ staged super-blocks (which set the K split), whether a ring slot is one bulk cop
 grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), how many super-blocks each warp asks of L2 ahead of its
 ring (L2AHEAD), whether the call is one launch whose clusters quantize their K range once each (CLUSTERQ), whether
 the GEMM is a dependent launch of its pass and the pass one of the kernel before it (PDL), the pass's CTA size,
-when the pass lets the GEMM launch (PASSTRIG), and whether the pass asks L2 for its x while it waits (XPF).
+when the pass lets the GEMM launch (PASSTRIG), whether the pass asks L2 for its x while it waits (XPF), and
+whether the GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -33,6 +34,7 @@ LEVER = Lever(
         "PASSTHREADS": [256, 128, 64],  # the pass's CTAs: a 64-thread one fits on an SM beside two GEMM CTAs
         "PASSTRIG": [0, 1],  # 1: the pass lets the GEMM launch once its x reads have landed, not as it starts
         "XPF": [0, 1],  # 1 (PDL 2): the pass asks L2 for its x before it waits for the kernel before it
+        "PASSFLAG": [0, 1, 2],  # 1, 2 (PDL 2): the GEMM waits on counters the pass publishes, not on its grid
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

@@ -39,6 +39,13 @@ Parameters (compile time unless said):
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
+  PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
+              it cost 1.0-1.3 us a call, run 105): each pass warp publishes its unit on a counter of its token tile and
+              K range, each GEMM CTA waits for its own range's count (1: before its ring's first copies, which then do
+              not queue ahead of the pass's x reads; 2: after them), and the pass's CTAs count themselves done (C
+              zeroed) on one more counter that the GEMM waits for before its reds. Counts grow by a call's units each
+              call (a launch e waits for e x its range's units, mod 2^32); the GEMM may start only once every pass CTA
+              has (it is the pass's dependent launch), so its waiting CTAs never keep the pass from the GPU
   TRACE       a timing probe (the same numbers, a little later; scripts/call_trace.py): 1 each CTA of the pass and
               of the GEMM records %globaltimer at its start, after its wait for the kernel before, when its first
               work is ready, and at its end, in the module's dq8_trace (not with GRIDQ or CLUSTERQ)
@@ -77,9 +84,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "TRACE": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -142,6 +149,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PASSTRIG={p['PASSTRIG']}: 0, or 1 with PDL 1 or 2 (the pass lets its dependent GEMM launch late)"
     if p["XPF"] not in (0, 1) or (p["XPF"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"])):
         return f"XPF={p['XPF']}: 0, or 1 with PDL 2, CLUSTERQ 0 and GRIDQ 0 (a pass that waits for the kernel before it)"
+    if p["PASSFLAG"] not in (0, 1, 2) or (p["PASSFLAG"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"]
+                                                             or p["NOPASS"])):
+        return (f"PASSFLAG={p['PASSFLAG']}: 0, or 1 / 2 with PDL 2, CLUSTERQ 0, GRIDQ 0 and NOPASS 0 (a pass whose "
+                f"counters the GEMM waits on)")
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 and CLUSTERQ 0: a pass, then the GEMM)"
     if p["PDL"] not in (0, 1, 2):
@@ -216,6 +227,9 @@ class DirectQ8Bound(mmq_base.MMQBound):
         if variant.params.get("PDL", 0) == 2:  # and the pass while the kernel before it runs
             self.pass_kernel = device.dependent_kernel(handle.get("compiled"), "direct_q8_pass", 0)
         self.arrived, self.epoch = None, 0
+        # PASSFLAG: a count per (token tile, K range) of the units published, then the pass CTAs done; zero once
+        self.passflag = variant.params.get("PASSFLAG", 0)
+        self.counters = device.to_device(np.zeros(gx * gz + 1, np.uint32)) if self.passflag else None
         # CLUSTERQ: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
         self.flags = device.to_device(np.zeros(gy * gx, np.int32)) if self.cluster_q else None
         if self.gridq:  # every CTA waits for all the others: they must all be resident at once
@@ -267,7 +281,12 @@ class DirectQ8Bound(mmq_base.MMQBound):
             return (self.x[self.current].ptr, self.arrived.ptr, np.uint32(self.epoch))
         if self.cluster_q:
             return (self.x[self.current].ptr, self.flags.ptr, np.int32(self.epoch))
+        if self.passflag:
+            return (self.counters.ptr, np.uint32(self.epoch), np.uint32(self.pass_ctas()))
         return ()
+
+    def pass_ctas(self) -> int:
+        return math.ceil(self.wl.T * (self.wl.K // 256) * 32 / self.pass_threads)  # a warp per (token, super-block)
 
     def run(self) -> None:
         # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32); CLUSTERQ: launch e's tiles are zeroed when their
@@ -276,11 +295,11 @@ class DirectQ8Bound(mmq_base.MMQBound):
             self.current, self.i = self.i, (self.i + 1) % len(self.w)
             self.activation_pass(self.x[self.current])
             return
-        if not self.gridq:
+        if not (self.gridq or self.passflag):
             self.epoch = self.epoch % (2**31 - 1) + 1
             super().run()
             return
-        self.epoch = (self.epoch + 1) % 2**32
+        self.epoch = (self.epoch + 1) % 2**32  # GRIDQ's arrivals and PASSFLAG's counts grow with every launch
         try:
             super().run()
         except Exception:
@@ -289,7 +308,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def release(self) -> None:
         super().release()
-        for name in ("arrived", "flags"):
+        for name in ("arrived", "flags", "counters"):
             if getattr(self, name, None) is not None:
                 getattr(self, name).release()
                 setattr(self, name, None)
@@ -298,11 +317,11 @@ class DirectQ8Bound(mmq_base.MMQBound):
         if self.gridq or self.cluster_q or self.nopass:
             return  # the GEMM's own warps quantize (GRIDQ, CLUSTERQ); NOPASS: a timing probe of the GEMM alone
         wl = self.wl
-        warps = wl.T * (wl.K // 256)
         q8, d8, sums = self.scratch
-        self.pass_kernel.launch((math.ceil(warps * 32 / self.pass_threads), 1, 1), (self.pass_threads, 1, 1),
-                                   (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
-                                    np.int64(wl.T * wl.M)), 0)
+        counted = (self.counters.ptr, np.int32(self.grid[1])) if self.passflag else ()  # the GEMM's K ranges
+        self.pass_kernel.launch((self.pass_ctas(), 1, 1), (self.pass_threads, 1, 1),
+                                (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
+                                 np.int64(wl.T * wl.M), *counted), 0)
 
 
 class MMQDirectQ8Family(mmq_base.MMQFamily):

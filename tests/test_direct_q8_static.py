@@ -131,7 +131,9 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"CLUSTERQ": 2, "PDL": 0, "NOPASS": 1}, "NOPASS 0"), ({"PASSTHREADS": 96}, "PASSTHREADS=96"),
     ({"PASSTRIG": 1, "PDL": 0}, "PASSTRIG=1"), ({"PASSTRIG": 2}, "PASSTRIG=2"),
     ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"), ({"XPF": 1, "PDL": 1}, "XPF=1"), ({"XPF": 2, "PDL": 2}, "XPF=2"),
-    ({"XPF": 1, "PDL": 2, "CLUSTERQ": 2}, "XPF=1"),
+    ({"XPF": 1, "PDL": 2, "CLUSTERQ": 2}, "XPF=1"), ({"PASSFLAG": 1, "PDL": 1}, "PASSFLAG=1"),
+    ({"PASSFLAG": 3, "PDL": 2}, "PASSFLAG=3"), ({"PASSFLAG": 2, "PDL": 2, "NOPASS": 1}, "PASSFLAG=2"),
+    ({"PASSFLAG": 1, "PDL": 2, "CLUSTERQ": 2}, "PASSFLAG=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -408,3 +410,38 @@ def test_the_passonly_probe_launches_the_pass_alone_rotating_the_inputs():
     assert [name for name, *_ in device.launches] == ["direct_q8_pass"] * 2
     assert [args[0] for _, _, _, args, _ in device.launches] == [bound.x[0].ptr, bound.x[1 % len(bound.x)].ptr]
     assert mmq_direct_q8.FAMILY.source({"PASSONLY": 1}, "q4_K") == mmq_direct_q8.FAMILY.source({}, "q4_K")
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("flag", [1, 2])
+def test_passflag_gemm_waits_on_the_pass_s_counters_not_on_its_grid(flag, qtype):
+    """PASSFLAG: the GEMM has no griddepcontrol.wait (ACQBULK); it polls its range's counter and fences (MEMBAR) before
+    its first multiply, and again before its reds; 1 polls before its ring's first weight copies (LDGSTS), 2 after
+    them. The pass publishes on the counters with atomics (one a unit, in both of its unit loops, and one a CTA
+    done), each after its fences, and still waits for the kernel before it (ACQBULK). No spills."""
+    compiled = mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64,
+                                                  "PASSFLAG": flag}, qtype)
+    sass = nvcc.sass_functions(compiled.sass)
+    gemm, pass_ = sass["mmq_direct_q8_gemm"], sass["direct_q8_pass"]
+    assert "ACQBULK" not in gemm and gemm.count("MEMBAR") == 2
+    first_copy, first_fence = gemm.index("LDGSTS"), gemm.index("MEMBAR")
+    assert (first_fence < first_copy) if flag == 1 else (first_copy < first_fence)
+    assert gemm.index("IMMA") > first_fence and gemm.rindex("MEMBAR") > gemm.rindex("IMMA")
+    atomics = [m.start() for m in re.finditer(r"\bATOMG?\.\S*ADD", pass_)]
+    assert "ACQBULK" in pass_ and len(atomics) == 3 and pass_.index("MEMBAR") < atomics[0]
+    summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+
+
+def test_passflag_launches_pass_and_gemm_with_the_counters_and_a_growing_epoch():
+    """The pass gets the counters and the GEMM's K splits; the GEMM the counters, the launch's epoch (1, 2, ...: a
+    count grows by a call's units every call) and the pass's CTA count (what its done counter reaches per call)."""
+    device, bound = recorded({"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1})
+    assert bound.grid == (32, 8, 1)
+    assert bound.counters.array.shape == (8 * 1 + 1,) and not bound.counters.array.any()  # a count per (token tile, K range), then the pass CTAs done
+    bound.run()
+    bound.run()
+    (p1, pg1, _, pargs1, _), (g1, _, _, gargs1, _), (_, _, _, pargs2, _), (_, _, _, gargs2, _) = device.launches
+    assert (p1, g1) == ("direct_q8_pass (dependent)", "mmq_direct_q8_gemm (dependent)") and pg1 == (448, 1, 1)
+    assert list(pargs1[-2:]) == [bound.counters.ptr, 8] and list(pargs2[-2:]) == [bound.counters.ptr, 8]
+    assert list(gargs1[-3:]) == [bound.counters.ptr, 1, 448] and list(gargs2[-3:]) == [bound.counters.ptr, 2, 448]

@@ -39,12 +39,16 @@ CONFIGS = [
     {"CLUSTERQ": 2, "PDL": 2, "RING": 3, "XSHARED": 3},  # and with short ranges: many K splits wait for range 0's tile
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "XPF": 1},  # the pass asks L2 for x first
     {"RING": 3, "XSHARED": 3, "PDL": 2, "XPF": 1, "L2AHEAD": 2},  # and the GEMM for weights past its ring
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on the pass's counters
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "PASSFLAG": 2},  # its ring's copies first; many K ranges, each its own count
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "PASSFLAG": 1, "XPF": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33), (4096, 2048, 16)]
 TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # the T=16 champion's form
-          {"RING": 2, "SBMAJOR": 1, "PDL": 1}]  # the pass not a dependent launch: its wait returns at once
+          {"RING": 2, "SBMAJOR": 1, "PDL": 1},  # the pass not a dependent launch: its wait returns at once
+          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1}]  # the GEMM waits on counters
 PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
               + [{**c, "TRACE": 1} for c in TRACED]}
 
@@ -98,7 +102,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
 @pytest.mark.parametrize("cfg, qtype", [(0, "q4_K"), (4, "q4_K"), (5, "q4_K"), (7, "q4_K"), (8, "q4_K"), (0, "q5_K"),
                                         (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K"), (18, "q4_K"),
                                         (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
-                                        (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K")])
+                                        (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K"),
+                                        (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -120,7 +125,8 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
 def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, cfg):
     """scripts/call_trace.py on the GPU: every CTA of each call's pass and GEMM leaves one record, launch by launch,
     with start <= waited <= ready <= end; the GEMM's wait returns only after its pass's last CTA ended (a dependent
-    launch's griddepcontrol.wait), and with PDL 2 each pass's wait only after the GEMM before it ended."""
+    launch's griddepcontrol.wait; PASSFLAG: only after some pass CTA had its first unit), and with PDL 2 each pass's
+    wait only after the GEMM before it ended."""
     import importlib.util
     from pathlib import Path
 
@@ -147,6 +153,10 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     ev = call_trace.events(records)
     first_gemm_wait = records[records.kernel == 1].groupby("launch")["waited"].min()
     first_pass_wait = records[records.kernel == 0].groupby("launch")["waited"].min()
-    assert (first_gemm_wait.to_numpy() >= ev["pass.end"].to_numpy()).all()
+    first_pass_ready = records[records.kernel == 0].groupby("launch")["ready"].min()
+    if params.get("PASSFLAG"):  # the GEMM waits for its range's units, published after the first pass CTA's ready
+        assert (first_gemm_wait.to_numpy() >= first_pass_ready.to_numpy()).all()
+    else:  # griddepcontrol.wait: the whole pass has ended
+        assert (first_gemm_wait.to_numpy() >= ev["pass.end"].to_numpy()).all()
     if params["PDL"] == 2:
         assert (first_pass_wait.to_numpy()[1:] >= ev["gemm.end"].to_numpy()[:-1]).all()

@@ -79,10 +79,18 @@
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
+#ifndef PASSFLAG  // 1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush
+#define PASSFLAG 0  // behind it: 1.0-1.3 us a call, run 105). Each pass warp publishes its unit on the counter of its token
+#endif              // tile and K range, each GEMM CTA waits for its own range's count (1: before its ring's first copies,
+                    // so they do not queue ahead of the pass's x reads; 2: after them), and every pass CTA counts itself
+                    // done (its share of C zeroed) on one more counter, which the GEMM waits for before its reds
 #ifndef TRACE  // a timing probe (the same numbers, a little later): 1 each CTA of the pass and of the GEMM records, in
 #define TRACE 0  // dq8_trace, %globaltimer at its start, after its wait for the kernel before, when its first work is ready
 #endif           // (the pass: its first unit stored; the GEMM: its first super-block's weights and activations landed) and
                  // at its end, with its launch (the order CTAs start in: every CTA of a launch starts before any of the next)
+#if PASSFLAG < 0 || PASSFLAG > 2 || (PASSFLAG && (PDL != 2 || GRIDQ || CLUSTERQ))
+#error "mmq_direct_q8.cu: PASSFLAG 0..2, 1 and 2 with PDL 2, GRIDQ 0 and CLUSTERQ 0 (a pass the GEMM does not wait for)"
+#endif
 #if TRACE < 0 || TRACE > 1 || (TRACE && (GRIDQ || CLUSTERQ))
 #error "mmq_direct_q8.cu: TRACE 0..1, 1 with GRIDQ 0 and CLUSTERQ 0 (a pass, then the GEMM)"
 #endif
@@ -170,11 +178,32 @@ struct CtaTrace {};
 #define TRACE_END(k)
 #endif
 
-// The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, so through L2 (__ldcg), never
-// the read-only path a const __restrict__ pointer would allow (it is not coherent with the same kernel's stores)
+// The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, and with PASSFLAG a pass still
+// running, so through L2 (__ldcg), never the read-only path a const __restrict__ pointer would allow (not coherent with
+// stores made while the kernel runs)
 template <class V>
 __device__ __forceinline__ V load_pass_output(const V* p) {
-    if constexpr (GRIDQ) return __ldcg(p); else return *p;
+    if constexpr (GRIDQ || PASSFLAG) return __ldcg(p); else return *p;
+}
+
+// PASSFLAG: counters[tile * splits + r] counts the units of token tile `tile` and K range r published, counters[tiles *
+// splits] the pass CTAs done. K range r of `splits` holds super-blocks r nsb / splits .. (r + 1) nsb / splits - 1 (the
+// GEMM's blockIdx.y ranges), so super-block sb is in range ((sb + 1) splits - 1) / nsb.
+__device__ __forceinline__ int range_of(int sb, int splits, int nsb) { return ((sb + 1) * splits - 1) / nsb; }
+
+// Thread 0 polls a counter until it reaches target (mod 2^32: counts wrap together), then the CTA goes on; relaxed polls
+// and one acquire fence after the last (an acquire load would drop the SM's L1 every poll)
+__device__ __forceinline__ void wait_count(const unsigned* counter, unsigned target) {
+    if (threadIdx.x == 0) {
+        unsigned seen;
+        for (long long polls = 0;; ++polls) {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+            if (static_cast<int>(seen - target) >= 0) break;
+            if (polls > (1LL << 22)) __trap();  // seconds without the pass's count: an error, not a hang
+        }
+        asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    }
+    __syncthreads();
 }
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -276,22 +305,39 @@ __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint3
 // Every warp of the grid quantizes units warp, warp + warps, ... and every thread zeroes its share of C's n_zero floats.
 // kTriggerLate (the pass with PASSTRIG): the CTA lets its dependent launch once every warp's first unit is stored (the
 // stores consume the loaded x, so its reads have landed; the CTA's first trigger is the one that counts).
+// PASSFLAG (counters non-null): each unit is published on its range's counter once its warp's stores are, and the CTA
+// counts itself done once its zeros are (each thread's fence, then one atomic: the CUDA guide's threadFenceReduction).
 template <bool kTriggerLate = false>
 __device__ __forceinline__ void quantize_and_zero(const float* __restrict__ x, uint32_t* __restrict__ q8,
                                                   float* __restrict__ d8, __half* __restrict__ sums,
                                                   float* __restrict__ C, int T, int K, long long n_zero,
-                                                  long long thread, long long threads, CtaTrace& trace) {
+                                                  long long thread, long long threads, CtaTrace& trace,
+                                                  unsigned* counters = nullptr, int splits = 1) {
     const int lane = threadIdx.x & 31, nsb = K / 256;
     const long long units = static_cast<long long>(T) * nsb;
+    auto quantize = [&](long long unit) {
+        quantize_unit(x, q8, d8, sums, unit, lane, nsb);
+        if (counters) {
+            __threadfence();
+            __syncwarp();
+            const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
+            if (lane == 0) atomicAdd(counters + (tok >> 4) * splits + range_of(sb, splits, nsb), 1u);
+        }
+    };
     long long unit = thread >> 5;
-    if (unit < units) quantize_unit(x, q8, d8, sums, unit, lane, nsb);  // warp-uniform
+    if (unit < units) quantize(unit);  // warp-uniform
     TRACE_MARK(2);
     if constexpr (kTriggerLate) {
         __syncthreads();
         MMQ_LAUNCH_DEPENDENTS();
     }
-    for (unit += threads >> 5; unit < units; unit += threads >> 5) quantize_unit(x, q8, d8, sums, unit, lane, nsb);
+    for (unit += threads >> 5; unit < units; unit += threads >> 5) quantize(unit);
     for (long long i = thread; i < n_zero; i += threads) C[i] = 0.0f;
+    if (counters) {
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) atomicAdd(counters + (T + 15) / 16 * splits, 1u);
+    }
 }
 
 // XPF: the units quantize_and_zero gives this thread's warp, each 1 KB of x asked of L2 by its lane 0
@@ -367,7 +413,11 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
 // The activation pass: one warp per (token, super-block); it also zeroes the first n_zero floats of C.
 extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t* __restrict__ q8, float* __restrict__ d8,
                                           __half* __restrict__ sums, float* __restrict__ C, int T, int K,
-                                          long long n_zero) {
+                                          long long n_zero
+#if PASSFLAG
+                                          , unsigned* __restrict__ counters, int splits  // the GEMM's K ranges
+#endif
+) {
     dq8::CtaTrace trace;
     TRACE_BEGIN(0);
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
@@ -376,13 +426,17 @@ extern "C" __global__ void direct_q8_pass(const float* __restrict__ x, uint32_t*
     if constexpr (XPF) dq8::prefetch_units(x, T, K, thread, threads);
     MMQ_WAIT_PRIMARY();  // PDL 2: the kernel before it has written x and is done with C
     TRACE_MARK(1);
+#if PASSFLAG
+    dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, thread, threads, trace, counters, splits);
+#else
     dq8::quantize_and_zero<PASSTRIG>(x, q8, d8, sums, C, T, K, n_zero, thread, threads, trace);
+#endif
     TRACE_END(0);
 }
 
 // C[T, M] += this CTA's part: WARPS x 16 weight rows (blockIdx.x), the blockIdx.y-th of gridDim.y ranges of
 // super-blocks, one token tile of 16 (blockIdx.z).
-#if GRIDQ  // the launch writes the pass's outputs before it reads them: no const __restrict__ promise on them
+#if GRIDQ || PASSFLAG  // outputs written while the GEMM runs (its own CTAs', or a pass's): no const __restrict__ promise
 #define PASS_OUTPUT(type) type*
 #else
 #define PASS_OUTPUT(type) const type* __restrict__
@@ -398,6 +452,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                    , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
 #elif CLUSTERQ
                    , const float* __restrict__ X, int* __restrict__ flags, int epoch
+#elif PASSFLAG
+                   , const unsigned* __restrict__ counters, unsigned epoch, unsigned pass_ctas  // counts: epoch x per call
 #endif
 ) {
     using namespace dq8;
@@ -460,6 +516,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         src += slot_stride;
     };
+#if PASSFLAG  // this CTA's range of its token tile: rows x nrange units, each published once a call
+    const unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
+    if constexpr (PASSFLAG == 1) {
+        wait_count(range_count, epoch * static_cast<unsigned>(rows * nrange));
+        TRACE_MARK(1);
+    }
+#endif
     const uint8_t* ahead = slots + (RING - 1) * slot_stride;  // the next super-block to ask L2 for (first: past the ring)
     auto ask_l2 = [&](int s) {  // super-block s of the range (the one at `ahead`) into L2: a hint, nothing to wait for
         if (L2AHEAD > 0) {
@@ -508,6 +571,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if constexpr (CLUSTERQ > 1) mmq::cluster_wait();  // every CTA of the cluster has started: its barrier is armed
         quantize_into_cluster(X, xv, member, bar, u_first, units, nrange, tok0, sb_begin, K, lane);
         mmq::mbar_wait(&x_landed, 0);  // every share is in this CTA's shared memory
+    }
+#elif PASSFLAG
+    if constexpr (PASSFLAG == 2) {
+        wait_count(range_count, epoch * static_cast<unsigned>(rows * nrange));  // this range's activations are written
+        TRACE_MARK(1);
     }
 #else
     if constexpr (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the pass's activations are written
@@ -639,6 +707,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
 #if CLUSTERQ
     if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
+#elif PASSFLAG
+    wait_count(counters + gridDim.z * gridDim.y, epoch * pass_ctas);  // every pass CTA has zeroed its share of C
 #endif
     mmq::red_fragment_pair(acc, C, row0, tok0 + 2 * t, g, M, T);  // into C, zeroed by the pass (CLUSTERQ: by range 0)
     TRACE_END(1);
