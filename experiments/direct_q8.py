@@ -27,7 +27,7 @@ LEVER = Lever(
         "XSHARED": [4, 6, 7, 8],  # staged super-blocks (K splits at least super-blocks / XSHARED ways)
         "PDL": [0, 1, 2],  # 1: the GEMM a dependent launch of its pass; 2: and the pass of the kernel before it
         "BULK": [0, 1],  # each ring slot one bulk copy on an mbarrier, not 144 cp.async pieces
-        "GRIDQ": [0, 1],  # one launch: the grid quantizes the activations itself, then meets at an arrival count (PDL 0)
+        "GRIDQ": [0, 1, 2],  # one launch, the grid quantizes: 1 meets at a grid-wide count (PDL 0), 2 per K range (PDL 2)
         "SBMAJOR": [0, 1],  # the weights super-block major: each loop step reads one contiguous run of slots
         "L2AHEAD": [0, 1, 2, 3, 4],  # super-blocks asked of L2 past the ring: the first ones while the pass runs
         "CLUSTERQ": [0, 1, 2, 4, 8],  # one launch: clusters of that many CTAs along M quantize their range (PDL 0, 2)

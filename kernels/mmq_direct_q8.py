@@ -19,7 +19,13 @@ Parameters (compile time unless said):
   GRIDQ       1 (PDL 0): one launch. The GEMM's warps do the pass's work (each a (token, super-block) of the whole
               matrix, and C zeroed) while their first weights stream, then every CTA waits at a grid-wide arrival
               count (a monotonic counter: launch e waits for e x CTAs) before staging its range. Every CTA must be
-              resident at once: the launcher refuses a grid the GPU does not hold in one wave
+              resident at once: the launcher refuses a grid the GPU does not hold in one wave.
+              2 (PDL 2): one launch that is a dependent of the kernel before it (its ring's first copies, and with XPF
+              its x asked of L2, before it waits for that kernel), without a grid-wide wait: the CTAs of each token
+              tile and K range quantize that range's units between them (a warp a unit), each CTA counts itself on
+              the range's counter, and waits for its own range's count (launch e: e x the range's CTAs); range 0's CTA
+              of each tile zeroes C's tile and publishes the epoch, which the other ranges wait for before their reds.
+              Run 105's trace: a call with a pass spends ~2.3 us in the two handoffs around it; this form has one
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -48,7 +54,7 @@ Parameters (compile time unless said):
               has (it is the pass's dependent launch), so its waiting CTAs never keep the pass from the GPU
   TRACE       a timing probe (the same numbers, a little later; scripts/call_trace.py): 1 each CTA of the pass and
               of the GEMM records %globaltimer at its start, after its wait for the kernel before, when its first
-              work is ready, and at its end, in the module's dq8_trace (not with GRIDQ or CLUSTERQ)
+              work is ready, and at its end, in the module's dq8_trace (not with GRIDQ 1 or CLUSTERQ)
   NOPASS      launch time, a timing probe too (wrong numbers: the GEMM reads whatever the buffers hold and C is not
               zeroed): 1 launches the GEMM alone, no activation pass, so a bench row beside the same configuration
               says what the pass and the GEMM's wait for it cost per call
@@ -135,8 +141,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PROBE={p['PROBE']}: 0, or a timing probe 1 (stream only) / 2 (no loop), wrong numbers"
     if p["BULK"] not in (0, 1):
         return f"BULK={p['BULK']} is not 0 (cp.async pieces) or 1 (one bulk copy per ring slot)"
-    if p["GRIDQ"] not in (0, 1) or (p["GRIDQ"] and p["PDL"]):
-        return f"GRIDQ={p['GRIDQ']}: 0, or 1 with PDL 0 (one launch: no pass to depend on)"
+    if p["GRIDQ"] not in (0, 1, 2) or (p["GRIDQ"] == 1 and p["PDL"]) or (p["GRIDQ"] == 2 and p["PDL"] != 2) \
+            or (p["GRIDQ"] and (p["PASSTRIG"] or p["PASSFLAG"])):
+        return (f"GRIDQ={p['GRIDQ']}: 0, 1 with PDL 0 or 2 with PDL 2 (one launch: no pass to depend on, so neither "
+                f"PASSTRIG nor PASSFLAG)")
     if p["CLUSTERQ"] not in CLUSTER_SIZES or (p["CLUSTERQ"] and (p["PDL"] == 1 or p["GRIDQ"] or p["NOPASS"]
                                                                  or p["PASSTRIG"])):
         return (f"CLUSTERQ={p['CLUSTERQ']}: 0, or 1, 2, 4, 8 CTAs per cluster with PDL 0 or 2, GRIDQ 0, NOPASS 0 and "
@@ -147,14 +155,15 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"PASSTHREADS={p['PASSTHREADS']} is not one of {PASS_THREADS} (threads per pass CTA)"
     if p["PASSTRIG"] not in (0, 1) or (p["PASSTRIG"] and not p["PDL"]):
         return f"PASSTRIG={p['PASSTRIG']}: 0, or 1 with PDL 1 or 2 (the pass lets its dependent GEMM launch late)"
-    if p["XPF"] not in (0, 1) or (p["XPF"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"])):
-        return f"XPF={p['XPF']}: 0, or 1 with PDL 2, CLUSTERQ 0 and GRIDQ 0 (a pass that waits for the kernel before it)"
+    if p["XPF"] not in (0, 1) or (p["XPF"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"] == 1)):
+        return (f"XPF={p['XPF']}: 0, or 1 with PDL 2, CLUSTERQ 0 and GRIDQ 0 or 2 (x asked of L2 before a wait for the "
+                f"kernel before)")
     if p["PASSFLAG"] not in (0, 1, 2) or (p["PASSFLAG"] and (p["PDL"] != 2 or p["CLUSTERQ"] or p["GRIDQ"]
                                                              or p["NOPASS"])):
         return (f"PASSFLAG={p['PASSFLAG']}: 0, or 1 / 2 with PDL 2, CLUSTERQ 0, GRIDQ 0 and NOPASS 0 (a pass whose "
                 f"counters the GEMM waits on)")
-    if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] or p["CLUSTERQ"])):
-        return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 and CLUSTERQ 0: a pass, then the GEMM)"
+    if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
+        return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):
         return (f"PDL={p['PDL']} is not 0, 1 (the GEMM a dependent launch of its pass) or 2 (and the pass one of what "
                 f"precedes it)")
@@ -210,7 +219,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
     split adds into it)."""
 
     def __init__(self, device, variant, handle: dict, problem) -> None:
-        self.gridq = bool(variant.params.get("GRIDQ", 0))
+        self.gridq = variant.params.get("GRIDQ", 0)
         self.nopass = bool(variant.params.get("NOPASS", 0))
         self.pass_only = bool(variant.params.get("PASSONLY", 0))
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
@@ -230,19 +239,24 @@ class DirectQ8Bound(mmq_base.MMQBound):
         # PASSFLAG: a count per (token tile, K range) of the units published, then the pass CTAs done; zero once
         self.passflag = variant.params.get("PASSFLAG", 0)
         self.counters = device.to_device(np.zeros(gx * gz + 1, np.uint32)) if self.passflag else None
-        # CLUSTERQ: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
-        self.flags = device.to_device(np.zeros(gy * gx, np.int32)) if self.cluster_q else None
-        if self.gridq:  # every CTA waits for all the others: they must all be resident at once
+        # CLUSTERQ, GRIDQ 2: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
+        tiled = self.cluster_q or self.gridq == 2
+        self.flags = device.to_device(np.zeros(gy * gx, np.int32)) if tiled else None
+        if self.gridq == 2:  # a count per (token tile, K range) of the range's CTAs that stored their share
+            self.counters = device.to_device(np.zeros(gx * gz, np.uint32))
+        if self.gridq:  # CTAs wait for others (all, or their range's): they must all be resident at once
             resident = mmq_base.cta_slots(handle["threads"], self.smem + static_smem_bytes(variant.params), device.info,
                                           variant.resources.get("registers", 128))
             ctas = gx * gy * gz
             if ctas > resident:
                 self.release()
-                raise ValueError(f"mmq_direct_q8 GRIDQ=1: {ctas} CTAs for {self.wl.M}x{self.wl.K} at T={self.wl.T}, "
-                                 f"but this GPU holds {resident} at once (the grid-wide wait needs them all); use GRIDQ=0")
-            # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate above erred
-            self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
-            self.arrived = device.to_device(np.zeros(1, np.uint32))
+                raise ValueError(f"mmq_direct_q8 GRIDQ={self.gridq}: {ctas} CTAs for {self.wl.M}x{self.wl.K} at "
+                                 f"T={self.wl.T}, but this GPU holds {resident} at once (CTAs wait for each other's "
+                                 f"activations: they must all be resident); use GRIDQ=0")
+            if self.gridq == 1:
+                # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate erred
+                self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
+                self.arrived = device.to_device(np.zeros(1, np.uint32))
 
     def trace_modules(self) -> list:
         """TRACE: the loaded modules whose dq8_trace the pass's and the GEMM's CTAs write (a dependent launch loads its
@@ -277,8 +291,10 @@ class DirectQ8Bound(mmq_base.MMQBound):
         return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
 
     def extra_args(self) -> tuple:
-        if self.gridq:
+        if self.gridq == 1:
             return (self.x[self.current].ptr, self.arrived.ptr, np.uint32(self.epoch))
+        if self.gridq == 2:
+            return (self.x[self.current].ptr, self.counters.ptr, self.flags.ptr, np.uint32(self.epoch))
         if self.cluster_q:
             return (self.x[self.current].ptr, self.flags.ptr, np.int32(self.epoch))
         if self.passflag:

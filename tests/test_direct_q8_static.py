@@ -133,7 +133,9 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"PASSONLY": 1, "NOPASS": 1}, "PASSONLY=1"), ({"XPF": 1, "PDL": 1}, "XPF=1"), ({"XPF": 2, "PDL": 2}, "XPF=2"),
     ({"XPF": 1, "PDL": 2, "CLUSTERQ": 2}, "XPF=1"), ({"PASSFLAG": 1, "PDL": 1}, "PASSFLAG=1"),
     ({"PASSFLAG": 3, "PDL": 2}, "PASSFLAG=3"), ({"PASSFLAG": 2, "PDL": 2, "NOPASS": 1}, "PASSFLAG=2"),
-    ({"PASSFLAG": 1, "PDL": 2, "CLUSTERQ": 2}, "PASSFLAG=1"),
+    ({"PASSFLAG": 1, "PDL": 2, "CLUSTERQ": 2}, "PASSFLAG=1"), ({"GRIDQ": 2, "PDL": 1}, "GRIDQ=2"),
+    ({"GRIDQ": 2, "PDL": 2, "PASSFLAG": 1}, "GRIDQ=2"), ({"GRIDQ": 3, "PDL": 2}, "GRIDQ=3"),
+    ({"GRIDQ": 1, "PDL": 0, "XPF": 1}, "XPF=1"), ({"GRIDQ": 1, "PDL": 0, "TRACE": 1}, "TRACE=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -445,3 +447,39 @@ def test_passflag_launches_pass_and_gemm_with_the_counters_and_a_growing_epoch()
     assert (p1, g1) == ("direct_q8_pass (dependent)", "mmq_direct_q8_gemm (dependent)") and pg1 == (448, 1, 1)
     assert list(pargs1[-2:]) == [bound.counters.ptr, 8] and list(pargs2[-2:]) == [bound.counters.ptr, 8]
     assert list(gargs1[-3:]) == [bound.counters.ptr, 1, 448] and list(gargs2[-3:]) == [bound.counters.ptr, 2, 448]
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_gridq2_quantizes_after_its_wait_and_asks_l2_for_x_before_it(qtype):
+    """GRIDQ 2: one launch, a dependent of the kernel before (its PREEXIT lets the next launch go, its one ACQBULK waits
+    for the one before); its x loads (LDG) come after the wait, its first weight copies (LDGSTS) before; XPF adds one
+    bulk L2 prefetch (UBLKPF), before the wait. The range's count is one atomic add, then a fence after the poll."""
+    def gemm(extra):
+        compiled = mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, **extra}, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
+        assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+        return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"]
+
+    plain, prefetching = gemm({}), gemm({"XPF": 1})
+    wait = plain.index("ACQBULK")
+    assert plain.count("ACQBULK") == 1 and plain.index("PREEXIT") < wait
+    assert plain.index("LDGSTS") < wait < plain.index("LDG.E") and "UBLKPF" not in plain
+    assert prefetching.count("UBLKPF") == 1 and prefetching.index("UBLKPF") < prefetching.index("ACQBULK")
+    assert wait < plain.index("MEMBAR") < plain.index("IMMA")
+
+
+def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():
+    """No pass: the GEMM alone, a dependent launch, with x, a count per (token tile, K range), a flag per (row tile,
+    token tile) and the launch's epoch (1, 2, ...), all zero at first; a grid the GPU cannot hold at once is refused."""
+    device, bound = recorded({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2})
+    assert bound.grid == (32, 8, 1)
+    bound.run()
+    bound.run()
+    assert [name for name, *_ in device.launches] == ["mmq_direct_q8_gemm (dependent)"] * 2
+    args = [launch[3] for launch in device.launches]
+    assert bound.counters.array.shape == (8,) and bound.flags.array.shape == (32,)
+    assert not bound.counters.array.any() and not bound.flags.array.any()
+    for epoch, a in enumerate(args, 1):
+        assert list(a[-4:]) == [bound.x[epoch - 1].ptr, bound.counters.ptr, bound.flags.ptr, epoch]
+    with pytest.raises(ValueError, match="GRIDQ=2: .* at once"):
+        recorded({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SPLITK": 16})

@@ -42,13 +42,16 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on the pass's counters
     {"RING": 3, "XSHARED": 3, "PDL": 2, "PASSFLAG": 2},  # its ring's copies first; many K ranges, each its own count
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "PASSFLAG": 1, "XPF": 1},
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2},  # one launch: each K range's CTAs quantize it between them
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1},  # many short ranges, x asked of L2 before the wait
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
 SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 6144, 33), (4096, 2048, 16)]
 TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # the T=16 champion's form
           {"RING": 2, "SBMAJOR": 1, "PDL": 1},  # the pass not a dependent launch: its wait returns at once
-          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1}]  # the GEMM waits on counters
+          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on counters
+          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2}]  # no pass: the GEMM's CTAs quantize
 PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
               + [{**c, "TRACE": 1} for c in TRACED]}
 
@@ -103,7 +106,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (11, "q5_K"), (14, "q4_K"), (15, "q4_K"), (17, "q5_K"), (18, "q4_K"),
                                         (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
                                         (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K"),
-                                        (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K")])
+                                        (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K"), (29, "q4_K"),
+                                        (29, "q5_K"), (30, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -138,10 +142,10 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     M, K, T, calls = 1024, 4096, 16, 4
     records, us = call_trace.trace_variant(gpu_device, "q4_K", M, K, T, params, calls=calls, warmup=2)
     assert us > 0 and sorted(records["launch"].unique()) == list(range(records["launch"].min(), records["launch"].min() + calls))
-    pass_ctas = -(-T * (K // 256) * 32 // params.get("PASSTHREADS", 256))
+    pass_ctas = 0 if params.get("GRIDQ") else -(-T * (K // 256) * 32 // params.get("PASSTHREADS", 256))
     records["launch"] -= records["launch"].min()
     counts = records.groupby(["kernel", "launch"]).size()
-    assert counts.loc[0].tolist() == [pass_ctas] * calls
+    assert (counts.loc[0].tolist() if pass_ctas else [0] * calls) == [pass_ctas] * calls
     gemm_ctas = counts.loc[1].tolist()
     assert len(gemm_ctas) == calls and len(set(gemm_ctas)) == 1
     for kernel, g in records.groupby("kernel"):
@@ -150,6 +154,11 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     assert (records["start"] <= records["waited"]).all() and (records["waited"] <= records["end"]).all()
     ready = records[records["ready"] > 0]
     assert len(ready) == len(records) and (ready["waited"] <= ready["ready"]).all() and (ready["ready"] <= ready["end"]).all()
+    if not pass_ctas:  # GRIDQ 2: each GEMM's CTAs quantize only after the GEMM before has ended
+        ends = records[records.kernel == 1].groupby("launch")["end"].max().to_numpy()
+        waits = records[records.kernel == 1].groupby("launch")["waited"].min().to_numpy()
+        assert (waits[1:] >= ends[:-1]).all()
+        return
     ev = call_trace.events(records)
     first_gemm_wait = records[records.kernel == 1].groupby("launch")["waited"].min()
     first_pass_wait = records[records.kernel == 0].groupby("launch")["waited"].min()

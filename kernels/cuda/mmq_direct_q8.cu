@@ -58,7 +58,11 @@
 #endif
 #ifndef GRIDQ  // 1: one launch: the GEMM's warps quantize the activations and zero C themselves (the pass's work, spread
 #define GRIDQ 0  // over the grid), then every CTA waits for all of them at a grid-wide arrival count before staging its
-#endif           // range; all CTAs must be resident at once (the launcher checks), and the weights stream meanwhile
+#endif           // range; all CTAs must be resident at once (the launcher checks), and the weights stream meanwhile.
+                 // 2 (PDL 2): one launch too, a dependent of the kernel before it (its ring's first copies, and with
+                 // XPF its x asked of L2, before its wait for that kernel), no grid-wide wait: the CTAs of each K range
+                 // and token tile quantize that range's units between them, count themselves on the range's counter
+                 // and wait for their own range's count; range 0's CTA of each tile zeroes C's tile (tile_flags.cuh)
 #ifndef SBMAJOR  // 1: the weights super-block major, [K / 256][M / 16][16][144]: at a loop step the warps of a K range
 #define SBMAJOR 0  // read one contiguous run of tiles' slots (0: [M / 16][K / 256][16][144], each warp its own run)
 #endif
@@ -91,15 +95,15 @@
 #if PASSFLAG < 0 || PASSFLAG > 2 || (PASSFLAG && (PDL != 2 || GRIDQ || CLUSTERQ))
 #error "mmq_direct_q8.cu: PASSFLAG 0..2, 1 and 2 with PDL 2, GRIDQ 0 and CLUSTERQ 0 (a pass the GEMM does not wait for)"
 #endif
-#if TRACE < 0 || TRACE > 1 || (TRACE && (GRIDQ || CLUSTERQ))
-#error "mmq_direct_q8.cu: TRACE 0..1, 1 with GRIDQ 0 and CLUSTERQ 0 (a pass, then the GEMM)"
+#if TRACE < 0 || TRACE > 1 || (TRACE && (GRIDQ == 1 || CLUSTERQ))
+#error "mmq_direct_q8.cu: TRACE 0..1, 1 with GRIDQ 0 or 2 and CLUSTERQ 0"
 #endif
 #if PROBE < 0 || PROBE > 2 || SBMAJOR < 0 || SBMAJOR > 1
 #error "mmq_direct_q8.cu: PROBE 0..2, SBMAJOR 0..1"
 #endif
 #if RING < 2 || RING > 8 || XSHARED < 1 || XSHARED > 16 || PDL < 0 || PDL > 2 || BULK < 0 || BULK > 1 || GRIDQ < 0 || \
-    GRIDQ > 1 || (GRIDQ && PDL)
-#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..2, BULK 0..1, GRIDQ 0..1 (not with PDL: no pass)"
+    GRIDQ > 2 || (GRIDQ == 1 && PDL) || (GRIDQ == 2 && PDL != 2)
+#error "mmq_direct_q8.cu: RING 2..8, XSHARED 1..16, PDL 0..2, BULK 0..1, GRIDQ 0..2 (1 with PDL 0, 2 with PDL 2)"
 #endif
 #if L2AHEAD < 0 || L2AHEAD > 8
 #error "mmq_direct_q8.cu: L2AHEAD 0..8"
@@ -448,8 +452,11 @@ __cluster_dims__(CLUSTERQ, 1, 1)  // the launcher's gridDim.x is a multiple of C
 mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_OUTPUT(float) D8, PASS_OUTPUT(uint2) S,
                    float* __restrict__ C, int M, int T, int K,
                    long long /* row_bytes: the tile layout has its own strides */
-#if GRIDQ
+#if GRIDQ == 1
                    , const float* __restrict__ X, unsigned* __restrict__ arrived, unsigned epoch
+#elif GRIDQ == 2  // counters: one per (token tile, K range), + epoch a launch; flags: C's tiles zeroed (an epoch each)
+                   , const float* __restrict__ X, unsigned* __restrict__ counters, int* __restrict__ flags,
+                   unsigned epoch
 #elif CLUSTERQ
                    , const float* __restrict__ X, int* __restrict__ flags, int epoch
 #elif PASSFLAG
@@ -535,7 +542,28 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
     for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
-#if GRIDQ
+#if GRIDQ == 2
+    {  // this range's units (token rows of the tile x its super-blocks), shared by the range's CTAs warp by warp
+        const int range_units = rows * nrange, stride = gridDim.x * WARPS;
+        auto unit_of = [&](int u) { return static_cast<long long>(tok0 + u / nrange) * nsb + sb_begin + u % nrange; };
+        if constexpr (XPF) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
+            for (int u = blockIdx.x * WARPS + warp; u < range_units && lane == 0; u += stride)
+                mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
+        }
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
+        for (int u = blockIdx.x * WARPS + warp; u < range_units; u += stride)  // warp-uniform
+            quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
+        __threadfence();  // this thread's stores, then the CTA's one count (threadFenceReduction's order)
+        __syncthreads();
+        unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
+        if (threadIdx.x == 0) atomicAdd(range_count, 1u);
+        if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
+            mmq::zero_tile<16 * WARPS, kThreads>(C, flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
+                                                 blockIdx.x * WARPS * 16, tok0, M, T);
+        wait_count(range_count, epoch * gridDim.x);  // every CTA of the range has stored its share
+        TRACE_MARK(1);
+    }
+#elif GRIDQ
     {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
         const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
@@ -707,6 +735,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
 #if CLUSTERQ
     if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
+#elif GRIDQ == 2
+    if (blockIdx.y > 0) mmq::wait_tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
 #elif PASSFLAG
     wait_count(counters + gridDim.z * gridDim.y, epoch * pass_ctas);  // every pass CTA has zeroed its share of C
 #endif
