@@ -417,18 +417,18 @@ def test_the_passonly_probe_launches_the_pass_alone_rotating_the_inputs():
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 @pytest.mark.parametrize("flag", [1, 2])
 def test_passflag_gemm_waits_on_the_pass_s_counters_not_on_its_grid(flag, qtype):
-    """PASSFLAG: the GEMM has no griddepcontrol.wait (ACQBULK); it polls its range's counter and fences (MEMBAR) before
-    its first multiply, and again before its reds; 1 polls before its ring's first weight copies (LDGSTS), 2 after
-    them. The pass publishes on the counters with atomics (one a unit, in both of its unit loops, and one a CTA
+    """PASSFLAG: the GEMM has no griddepcontrol.wait (ACQBULK) and no fence; it polls its range's counter (a sleep
+    between polls: NANOSLEEP) before its first multiply, and the pass's done count before its reds; 1 polls before its
+    ring's first weight copies (LDGSTS), 2 after them. The pass publishes on the counters with atomics (one a unit, in both of its unit loops, and one a CTA
     done), each after its fences, and still waits for the kernel before it (ACQBULK). No spills."""
     compiled = mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64,
                                                   "PASSFLAG": flag}, qtype)
     sass = nvcc.sass_functions(compiled.sass)
     gemm, pass_ = sass["mmq_direct_q8_gemm"], sass["direct_q8_pass"]
-    assert "ACQBULK" not in gemm and gemm.count("MEMBAR") == 2
-    first_copy, first_fence = gemm.index("LDGSTS"), gemm.index("MEMBAR")
-    assert (first_fence < first_copy) if flag == 1 else (first_copy < first_fence)
-    assert gemm.index("IMMA") > first_fence and gemm.rindex("MEMBAR") > gemm.rindex("IMMA")
+    assert "ACQBULK" not in gemm and "MEMBAR" not in gemm and gemm.count("NANOSLEEP") == 2
+    first_copy, first_poll = gemm.index("LDGSTS"), gemm.index("NANOSLEEP")
+    assert (first_poll < first_copy) if flag == 1 else (first_copy < first_poll)
+    assert gemm.index("IMMA") > first_poll and gemm.rindex("NANOSLEEP") > gemm.rindex("IMMA")
     atomics = [m.start() for m in re.finditer(r"\bATOMG?\.\S*ADD", pass_)]
     assert "ACQBULK" in pass_ and len(atomics) == 3 and pass_.index("MEMBAR") < atomics[0]
     summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
@@ -453,7 +453,8 @@ def test_passflag_launches_pass_and_gemm_with_the_counters_and_a_growing_epoch()
 def test_gridq2_quantizes_after_its_wait_and_asks_l2_for_x_before_it(qtype):
     """GRIDQ 2: one launch, a dependent of the kernel before (its PREEXIT lets the next launch go, its one ACQBULK waits
     for the one before); its x loads (LDG) come after the wait, its first weight copies (LDGSTS) before; XPF adds one
-    bulk L2 prefetch (UBLKPF), before the wait. The range's count is one atomic add, then a fence after the poll."""
+    bulk L2 prefetch (UBLKPF), before the wait. The range's count: thread 0's fence and one atomic add after the x
+    loads, then the poll (NANOSLEEP between polls), all before the first multiply."""
     def gemm(extra):
         compiled = mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, **extra}, qtype)
         summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
@@ -465,7 +466,7 @@ def test_gridq2_quantizes_after_its_wait_and_asks_l2_for_x_before_it(qtype):
     assert plain.count("ACQBULK") == 1 and plain.index("PREEXIT") < wait
     assert plain.index("LDGSTS") < wait < plain.index("LDG.E") and "UBLKPF" not in plain
     assert prefetching.count("UBLKPF") == 1 and prefetching.index("UBLKPF") < prefetching.index("ACQBULK")
-    assert wait < plain.index("MEMBAR") < plain.index("IMMA")
+    assert wait < plain.index("MEMBAR") < plain.index("ATOMG") < plain.index("NANOSLEEP") < plain.index("IMMA")
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

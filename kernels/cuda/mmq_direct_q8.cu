@@ -195,17 +195,19 @@ __device__ __forceinline__ V load_pass_output(const V* p) {
 // GEMM's blockIdx.y ranges), so super-block sb is in range ((sb + 1) splits - 1) / nsb.
 __device__ __forceinline__ int range_of(int sb, int splits, int nsb) { return ((sb + 1) * splits - 1) / nsb; }
 
-// Thread 0 polls a counter until it reaches target (mod 2^32: counts wrap together), then the CTA goes on; relaxed polls
-// and one acquire fence after the last (an acquire load would drop the SM's L1 every poll)
+// Thread 0 polls a counter until it reaches target (mod 2^32: counts wrap together), then the CTA goes on. Relaxed
+// polls 128 ns apart (run 107: back-to-back polls of one line by a range's CTAs queued with the adds they wait for),
+// then one acquire load, not a fence: a fence would also wait for the thread's weight copies in flight (run 99)
 __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned target) {
     if (threadIdx.x == 0) {
         unsigned seen;
         for (long long polls = 0;; ++polls) {
             asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
             if (static_cast<int>(seen - target) >= 0) break;
-            if (polls > (1LL << 22)) __trap();  // seconds without the pass's count: an error, not a hang
+            if (polls > (1LL << 24)) __trap();  // seconds without the count: an error, not a hang
+            __nanosleep(128);
         }
-        asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
     }
     __syncthreads();
 }
@@ -553,10 +555,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
         for (int u = blockIdx.x * WARPS + warp; u < range_units; u += stride)  // warp-uniform
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
-        __threadfence();  // this thread's stores, then the CTA's one count (threadFenceReduction's order)
-        __syncthreads();
+        __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one count
         unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
-        if (threadIdx.x == 0) atomicAdd(range_count, 1u);
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(range_count, 1u);
+        }
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads>(C, flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
                                                  blockIdx.x * WARPS * 16, tok0, M, T);
