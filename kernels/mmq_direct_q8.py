@@ -236,14 +236,14 @@ class DirectQ8Bound(mmq_base.MMQBound):
         if variant.params.get("PDL", 0) == 2:  # and the pass while the kernel before it runs
             self.pass_kernel = device.dependent_kernel(handle.get("compiled"), "direct_q8_pass", 0)
         self.arrived, self.epoch = None, 0
-        # PASSFLAG: a count per (token tile, K range) of the units published, then the pass CTAs done; zero once
+        # PASSFLAG, GRIDQ 2: a count per (token tile, K range) (PASSFLAG: of the units published, then one of the pass
+        # CTAs done; GRIDQ 2: of the range's CTAs that stored their share), zero once
         self.passflag = variant.params.get("PASSFLAG", 0)
-        self.counters = device.to_device(np.zeros(gx * gz + 1, np.uint32)) if self.passflag else None
+        counts = gx * gz + 1 if self.passflag else gx * gz if self.gridq == 2 else 0
+        self.counters = device.to_device(np.zeros(counts, np.uint32)) if counts else None
         # CLUSTERQ, GRIDQ 2: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
         tiled = self.cluster_q or self.gridq == 2
         self.flags = device.to_device(np.zeros(gy * gx, np.int32)) if tiled else None
-        if self.gridq == 2:  # a count per (token tile, K range) of the range's CTAs that stored their share
-            self.counters = device.to_device(np.zeros(gx * gz, np.uint32))
         if self.gridq:  # CTAs wait for others (all, or their range's): they must all be resident at once
             resident = mmq_base.cta_slots(handle["threads"], self.smem + static_smem_bytes(variant.params), device.info,
                                           variant.resources.get("registers", 128))

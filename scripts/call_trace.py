@@ -85,10 +85,10 @@ def plot(records: pd.DataFrame, path: Path, title: str, calls: int = 3) -> None:
     import matplotlib.pyplot as plt
 
     first = int(records["launch"].min()) + 1
-    shown = records[(records["launch"] >= first) & (records["launch"] < first + calls)].sort_values(["kernel", "start"])
+    shown = records[(records["launch"] >= first) & (records["launch"] < first + calls)].sort_values("start")
     t0 = shown["start"].min()
     fig, ax = plt.subplots(figsize=(12, 6))
-    for y, (_, r) in enumerate(shown.sort_values("start").iterrows()):
+    for y, (_, r) in enumerate(shown.iterrows()):
         color = "tab:orange" if r["kernel"] == 0 else "tab:blue"
         ax.plot([(r["start"] - t0) / 1e3, (r["end"] - t0) / 1e3], [y, y], color=color, lw=0.6)
         ax.plot([(r["waited"] - t0) / 1e3], [y], "|", color="black", ms=2)
@@ -113,8 +113,22 @@ def read_trace(modules) -> pd.DataFrame:
         ptr, size = m.global_ptr("dq8_trace")
         raw = np.zeros(size // 8, np.uint64)
         drv.memcpy_dtoh(raw, ptr)
-        frames.append(unpack(raw.reshape(-1, 6)[: min(int(n[0]), size // 48)]))
+        if int(n[0]) > size // 48:  # the rest were dropped: a trace with holes would misplace phases
+            raise ValueError(f"{int(n[0])} CTAs recorded but the trace holds {size // 48}: run fewer --calls")
+        frames.append(unpack(raw.reshape(-1, 6)[: int(n[0])]))
     return pd.concat(frames, ignore_index=True)
+
+
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """`NAME=JSON` (JSON optional) -> (name, parameters over the champion)."""
+    name, _, overrides = spec.partition("=")
+    try:
+        params = json.loads(overrides or "{}")
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--variant {spec!r}: the parameters are not JSON ({err})") from None
+    if not name or not isinstance(params, dict):
+        raise ValueError(f"--variant {spec!r}: expected NAME=JSON object, e.g. 'xpf={{\"XPF\": 1}}'")
+    return name, params
 
 
 def reset_trace(modules) -> None:
@@ -170,15 +184,18 @@ def main() -> int:
     from campaign import champions
     from kernels.device import open_device
 
-    M, K = map(int, args.shape.split("x"))
+    variants = [parse_variant(spec) for spec in args.variant]
+    try:
+        M, K = map(int, args.shape.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--shape {args.shape!r}: expected MxK, e.g. 4096x14336") from None
     device = open_device("cuda")
     base = champions.lookup("direct_q8", args.type, device.info["arch"], args.T) or {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = {}
-    for spec in args.variant:
-        name, _, overrides = spec.partition("=")
-        params = {**base, **json.loads(overrides or "{}")}
+    for name, overrides in variants:
+        params = {**base, **overrides}
         records, us = trace_variant(device, args.type, M, K, args.T, params, args.calls, args.warmup)
         records.to_csv(out / f"trace_{name}.csv", index=False)
         table = phases(records)

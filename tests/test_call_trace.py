@@ -59,6 +59,32 @@ def test_the_timer_step_is_the_smallest_gap_between_recorded_times():
     assert call_trace.resolution_ns(call_trace.unpack(synthetic())) == 50
 
 
+def test_a_variant_is_a_name_and_json_parameters_and_bad_ones_say_why():
+    assert call_trace.parse_variant('xpf={"XPF": 1}') == ("xpf", {"XPF": 1})
+    assert call_trace.parse_variant("champion") == ("champion", {})
+    for bad, why in [("x={XPF: 1}", "not JSON"), ("x=[1]", "NAME=JSON object"), ('={"XPF": 1}', "NAME=JSON object")]:
+        with pytest.raises(ValueError, match=why):
+            call_trace.parse_variant(bad)
+
+
+def test_the_script_says_no_gpu_in_one_line_where_there_is_none():
+    """On a machine without a GPU (CI), the script ends with one line saying so, not a traceback."""
+    import subprocess
+    import sys
+
+    from kernels import device as device_module
+
+    try:
+        device_module.open_device("cuda")
+        pytest.skip("a GPU is here")
+    except Exception:
+        pass
+    script = Path(__file__).resolve().parents[1] / "scripts" / "call_trace.py"
+    done = subprocess.run([sys.executable, str(script), "--out", "/tmp/call_trace_ci"], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "GPU" in done.stderr + done.stdout
+
+
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_trace_reads_the_timer_at_four_points_of_every_cta_of_both_kernels(qtype):
     params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "TRACE": 1}
