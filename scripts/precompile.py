@@ -195,6 +195,22 @@ def export(compiled: list, dest: Path, fresh: bool = True) -> None:
                 shutil.copy2(path, dest / path.name)
     size = sum(p.stat().st_size for p in dest.iterdir())
     print(f"exported {len(compiled)} entries; {dest} holds {size / 2**20:.1f} MiB")
+    total = carry_bytes(ROOT, [ROOT / ".whl", dest])
+    print(f"a device call carrying .whl and {dest} takes {total / 2**20:.1f} MiB of the {CARRY_LIMIT / 2**20:.0f} MiB "
+          f"limit{'' if total <= CARRY_LIMIT else ': OVER, the call would be refused (export fewer configurations)'}")
+
+
+CARRY_LIMIT = 64 * 2**20  # what one device call may carry: the tracked files and the paths it names
+
+
+def carry_bytes(root: Path, carried: list[Path]) -> int:
+    """Bytes a device call takes: every file git tracks under `root` plus every file under the carried paths."""
+    import subprocess
+
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
+    tracked = sum((root / name).stat().st_size for name in listed.decode().split("\0") if name and (root / name).is_file())
+    return tracked + sum(f.stat().st_size for path in carried if path.exists()
+                         for f in ([path] if path.is_file() else path.rglob("*")) if f.is_file())
 
 
 if __name__ == "__main__":
