@@ -22,10 +22,14 @@ Parameters (compile time unless said):
               resident at once: the launcher refuses a grid the GPU does not hold in one wave.
               2 (PDL 2): one launch that is a dependent of the kernel before it (its ring's first copies, and with XPF
               its x asked of L2, before it waits for that kernel), without a grid-wide wait: the CTAs of each token
-              tile and K range quantize that range's units between them (a warp a unit), each CTA counts itself on
-              the range's counter, and waits for its own range's count (launch e: e x the range's CTAs); range 0's CTA
+              tile and K range quantize that range's units between them (a warp a unit), each CTA that quantized
+              adds its units to the range's counter, and every CTA waits for its own range's count (launch e: e x the
+              range's units; run 108: counting CTAs made a range wait for all of them); range 0's CTA
               of each tile zeroes C's tile and publishes the epoch, which the other ranges wait for before their reds.
               Run 105's trace: a call with a pass spends ~2.3 us in the two handoffs around it; this form has one
+  QFIRST      1 (GRIDQ 2): a CTA that quantizes copies its ring's first slots only after it added its units to the
+              range's count, whose release fence would otherwise wait for those copies in flight (run 99: a fence
+              waits for the thread's copies); the CTAs that quantize nothing copy theirs at once
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -90,9 +94,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -162,6 +166,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                                                              or p["NOPASS"])):
         return (f"PASSFLAG={p['PASSFLAG']}: 0, or 1 / 2 with PDL 2, CLUSTERQ 0, GRIDQ 0 and NOPASS 0 (a pass whose "
                 f"counters the GEMM waits on)")
+    if p["QFIRST"] not in (0, 1) or (p["QFIRST"] and p["GRIDQ"] != 2):
+        return f"QFIRST={p['QFIRST']}: 0, or 1 with GRIDQ 2 (a CTA that quantizes copies its ring after its count's add)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):
@@ -237,7 +243,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
             self.pass_kernel = device.dependent_kernel(handle.get("compiled"), "direct_q8_pass", 0)
         self.arrived, self.epoch = None, 0
         # PASSFLAG, GRIDQ 2: a count per (token tile, K range) (PASSFLAG: of the units published, then one of the pass
-        # CTAs done; GRIDQ 2: of the range's CTAs that stored their share), zero once
+        # CTAs done; GRIDQ 2: of the range's units stored), zero once
         self.passflag = variant.params.get("PASSFLAG", 0)
         counts = gx * gz + 1 if self.passflag else gx * gz if self.gridq == 2 else 0
         self.counters = device.to_device(np.zeros(counts, np.uint32)) if counts else None
@@ -305,8 +311,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
         return math.ceil(self.wl.T * (self.wl.K // 256) * 32 / self.pass_threads)  # a warp per (token, super-block)
 
     def run(self) -> None:
-        # GRIDQ: launch e waits until e x CTAs have arrived (mod 2^32); CLUSTERQ: launch e's tiles are zeroed when their
-        # flag reads e (never 0, the flags' start)
+        # GRIDQ: launch e waits until e x CTAs (1) or a range's units (2) have arrived (mod 2^32); CLUSTERQ: launch e's
+        # tiles are zeroed when their flag reads e (never 0, the flags' start)
         if self.pass_only:  # the timing probe: the pass of this call's input copy, no GEMM
             self.current, self.i = self.i, (self.i + 1) % len(self.w)
             self.activation_pass(self.x[self.current])

@@ -136,6 +136,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"PASSFLAG": 1, "PDL": 2, "CLUSTERQ": 2}, "PASSFLAG=1"), ({"GRIDQ": 2, "PDL": 1}, "GRIDQ=2"),
     ({"GRIDQ": 2, "PDL": 2, "PASSFLAG": 1}, "GRIDQ=2"), ({"GRIDQ": 3, "PDL": 2}, "GRIDQ=3"),
     ({"GRIDQ": 1, "PDL": 0, "XPF": 1}, "XPF=1"), ({"GRIDQ": 1, "PDL": 0, "TRACE": 1}, "TRACE=1"),
+    ({"QFIRST": 1}, "QFIRST=1"), ({"QFIRST": 1, "GRIDQ": 1, "PDL": 0}, "QFIRST=1"),
+    ({"QFIRST": 2, "GRIDQ": 2, "PDL": 2}, "QFIRST=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -288,14 +290,14 @@ def test_gridq_reads_what_its_own_launch_wrote_through_l2_not_the_read_only_path
 
 
 def test_gridq_polls_the_counter_without_dropping_l1_then_acquires_once():
-    """The wait's polls are relaxed loads (an acquire load invalidates the SM's L1 each time, under the feet of the
-    CTAs still quantizing); one fence after the last poll makes every arrival's writes visible: the two L1
-    invalidations are the release's fence before the arrival and that acquire, none in the loop."""
+    """The wait's polls are relaxed loads spaced by NANOSLEEP (an acquire load invalidates the SM's L1 each time, under
+    the feet of the CTAs still quantizing), then one acquire load, no fence (a fence also waits for the ring's copies in
+    flight, run 99): the two L1 invalidations are the release's fence before the arrival and that acquire."""
     sass = mmq_direct_q8.FAMILY.compile_only({"GRIDQ": 1, "PDL": 0}, "q4_K").sass
     gemm = sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     wait = gemm[gemm.index("ATOMG.E.ADD.STRONG.GPU"):]
-    wait = wait[:wait.index("MEMBAR.ALL.GPU")]  # from the arrival to the acquire fence: the polls
-    assert wait.count("LDG.E.STRONG.GPU") >= 1 and "CCTL" not in wait
+    polls = wait[:wait.index("CCTL.IVALL")]  # from the arrival to the acquire's invalidation
+    assert polls.count("LDG.E.STRONG.GPU") >= 2 and "NANOSLEEP" in polls and "MEMBAR" not in polls
     assert gemm.count("CCTL.IVALL") == 2
 
 
@@ -467,6 +469,28 @@ def test_gridq2_quantizes_after_its_wait_and_asks_l2_for_x_before_it(qtype):
     assert plain.index("LDGSTS") < wait < plain.index("LDG.E") and "UBLKPF" not in plain
     assert prefetching.count("UBLKPF") == 1 and prefetching.index("UBLKPF") < prefetching.index("ACQBULK")
     assert wait < plain.index("MEMBAR") < plain.index("ATOMG") < plain.index("NANOSLEEP") < plain.index("IMMA")
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("bulk", [0, 1])
+def test_qfirst_copies_a_quantizing_ctas_ring_after_its_add(qtype, bulk):
+    """QFIRST 1 (GRIDQ 2): the ring's first copies (LDGSTS pieces, or BULK's one UBLKCP a slot) stay before the wait
+    for the CTAs that quantize nothing, and a second set of them follows the count's add (ATOMG) for the CTAs that
+    quantize, so that add's release fence (MEMBAR) has no copies of its thread in flight; QFIRST 0 has no such set."""
+    copy = "UBLKCP" if bulk else "LDGSTS"
+
+    def copies(extra):
+        compiled = mmq_direct_q8.FAMILY.compile_only({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "BULK": bulk,
+                                                      **extra}, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
+        assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+        gemm = nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"]
+        add = gemm.index("ATOMG.E.ADD.STRONG.GPU")
+        assert gemm.index("MEMBAR") < add
+        return gemm[:gemm.index("ACQBULK")].count(copy), gemm[add:].count(copy)
+
+    (before, after), (q_before, q_after) = copies({}), copies({"QFIRST": 1})
+    assert before > 0 and q_before == before and q_after == after + before
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

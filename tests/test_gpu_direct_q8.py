@@ -44,6 +44,8 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64, "PASSFLAG": 1, "XPF": 1},
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2},  # one launch: each K range's CTAs quantize it between them
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1},  # many short ranges, x asked of L2 before the wait
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1},  # a quantizing CTA's ring after its add
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1},  # and bulk copies, short ranges
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -107,7 +109,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
                                         (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K"),
                                         (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K"), (29, "q4_K"),
-                                        (29, "q5_K"), (30, "q4_K")])
+                                        (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -123,6 +125,40 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
             assert_int_k_parity(run_poisoned(bound), prob, f"launch {launch}")
     finally:
         bound.release()
+
+
+def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
+    """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
+    super-blocks (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of the super-blocks)."""
+    gx, gy, gz = grid
+    if params["GRIDQ"] == 1:
+        return np.array([gx * gy * gz])
+    nsb = K // 256
+    return np.array([min(16, T - 16 * z) * ((y + 1) * nsb // gy - y * nsb // gy) for z in range(gz) for y in range(gy)])
+
+
+@pytest.mark.parametrize("cfg", [i for i, c in enumerate(CONFIGS) if c.get("GRIDQ")])
+def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
+    """GRIDQ's counts after each of three launches are exactly launch x what one launch adds: one short add would leave
+    the next launch waiting (a trap), one extra would let a later launch's CTAs read activations not yet stored (a race
+    that parity could miss). Shapes where only some CTAs of a range quantize, or each several units, or none."""
+    from kernels import mmq_direct_q8
+
+    params = {**mmq_direct_q8.DEFAULTS, **CONFIGS[cfg]}
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], "q4_K", gpu_device)
+    rng = np.random.default_rng([cfg, 84])
+    for M, K, T in [(330, 4096, 1), (145, 512, 67), (77, 6144, 33), (4096, 2048, 16)]:
+        bound = variant.prepare(random_problem(rng, "q4_K", M, K, T))
+        try:
+            counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
+            per_launch = expected_counts(params, bound.grid, T, K)
+            assert per_launch.sum() > 0
+            for launch in range(1, 4):
+                bound.run()
+                gpu_device.synchronize()
+                np.testing.assert_array_equal(counter.get(), launch * per_launch, err_msg=f"{M}x{K}x{T} launch {launch}")
+        finally:
+            bound.release()
 
 
 @pytest.mark.parametrize("cfg", range(len(TRACED)))

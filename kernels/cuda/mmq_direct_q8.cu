@@ -80,6 +80,9 @@
 #ifndef XPF  // 1 (PDL 2): the pass asks L2 for its x (one bulk prefetch per unit) before it waits for the kernel before it,
 #define XPF 0  // so its reads after the wait hit L2 instead of queueing in DRAM behind the next GEMM's weight copies (a
 #endif         // hint: lines fetched before that kernel writes x are made current by its writes, L2 being coherent)
+#ifndef QFIRST  // 1 (GRIDQ 2): a CTA that quantizes copies its ring's first slots only after it added its units to the
+#define QFIRST 0  // range's count, so that add's release fence does not wait for those copies (a fence waits for the
+#endif            // thread's copies in flight, run 99); the CTAs that quantize nothing copy theirs first, as with 0
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -113,6 +116,9 @@
 #endif
 #if XPF < 0 || XPF > 1 || (XPF && PDL != 2)
 #error "mmq_direct_q8.cu: XPF 0..1, 1 with PDL 2 (a pass that waits for the kernel before it)"
+#endif
+#if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
+#error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
 #endif
 #if CLUSTERQ < 0 || CLUSTERQ > 8 || (CLUSTERQ & (CLUSTERQ - 1)) || (CLUSTERQ && (PDL == 1 || GRIDQ || PASSTRIG))
 #error "mmq_direct_q8.cu: CLUSTERQ 0, 1, 2, 4 or 8, with PDL 0 or 2, GRIDQ 0 and PASSTRIG 0 (no pass)"
@@ -539,32 +545,45 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             ahead += slot_stride;
         }
     };
+#if GRIDQ == 2  // this range's units (token rows of the tile x its super-blocks), shared by the range's CTAs warp by warp:
+    // warp w of CTA x takes units x * WARPS + w, then a stride of the range's warps on; the range's count grows by the
+    // units stored, so a CTA that quantized none adds nothing and none waits for it (run 108: counting CTAs made
+    // 14336x4096's ranges wait for 112 CTAs, 96 of them with no unit)
+    const int range_units = rows * nrange, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
+    const unsigned mine = range_units / stride * WARPS + min(WARPS, max(0, range_units % stride - first_unit));
+    const bool ring_first = !(QFIRST && mine);
+#else
+    constexpr bool ring_first = true;
+#endif
+    auto issue_ring = [&] {
 #pragma unroll
-    for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+        for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+    };
+    if (ring_first) issue_ring();
 #pragma unroll
     for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ == 2
-    {  // this range's units (token rows of the tile x its super-blocks), shared by the range's CTAs warp by warp
-        const int range_units = rows * nrange, stride = gridDim.x * WARPS;
+    {
         auto unit_of = [&](int u) { return static_cast<long long>(tok0 + u / nrange) * nsb + sb_begin + u % nrange; };
         if constexpr (XPF) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
-            for (int u = blockIdx.x * WARPS + warp; u < range_units && lane == 0; u += stride)
+            for (int u = first_unit + warp; u < range_units && lane == 0; u += stride)
                 mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
         }
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
-        for (int u = blockIdx.x * WARPS + warp; u < range_units; u += stride)  // warp-uniform
+        for (int u = first_unit + warp; u < range_units; u += stride)  // warp-uniform
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
-        __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one count
+        __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one add
         unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
-        if (threadIdx.x == 0) {
+        if (threadIdx.x == 0 && mine) {
             __threadfence();
-            atomicAdd(range_count, 1u);
+            atomicAdd(range_count, mine);
         }
+        if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads>(C, flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
                                                  blockIdx.x * WARPS * 16, tok0, M, T);
-        wait_count(range_count, epoch * gridDim.x);  // every CTA of the range has stored its share
+        wait_count(range_count, epoch * static_cast<unsigned>(range_units));  // every unit of the range is stored
         TRACE_MARK(1);
     }
 #elif GRIDQ
@@ -578,16 +597,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (threadIdx.x == 0) {
             __threadfence();
             atomicAdd(arrived, 1u);
-            const unsigned target = epoch * ctas;  // the count after this launch's last arrival (wraps consistently)
-            unsigned seen;
-            for (long long polls = 0;; ++polls) {  // relaxed polls: an acquire load would drop the SM's L1 every time
-                asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
-                if (static_cast<int>(seen - target) >= 0) break;
-                if (polls > (1LL << 22)) __trap();  // seconds without every arrival (a CTA not resident): an error, not a hang
-            }
-            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");  // with the last poll: the acquire of every arrival
         }
-        __syncthreads();  // every CTA's activations are written and C is zeroed
+        wait_count(arrived, epoch * ctas);  // every CTA's activations are written and C is zeroed (wraps consistently)
     }
 #elif CLUSTERQ
     int* flag = flags + static_cast<long long>(blockIdx.z) * gridDim.x + blockIdx.x;
