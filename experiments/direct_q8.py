@@ -11,7 +11,8 @@ ring (L2AHEAD), whether the call is one launch whose clusters quantize their K r
 the GEMM is a dependent launch of its pass and the pass one of the kernel before it (PDL), the pass's CTA size,
 when the pass lets the GEMM launch (PASSTRIG), whether the pass asks L2 for its x while it waits (XPF), and
 whether the GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), and whether a CTA that
-quantizes (GRIDQ 2) copies its ring's first weights after its count's add (QFIRST).
+quantizes (GRIDQ 2) copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its
+range's scales and sums in shared memory (SMEMSUMS).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -37,6 +38,7 @@ LEVER = Lever(
         "XPF": [0, 1],  # 1 (PDL 2): the pass asks L2 for its x before it waits for the kernel before it
         "PASSFLAG": [0, 1, 2],  # 1, 2 (PDL 2): the GEMM waits on counters the pass publishes, not on its grid
         "QFIRST": [0, 1],  # 1 (GRIDQ 2): a CTA that quantizes copies its ring after its count's add, not before
+        "SMEMSUMS": [0, 1],  # 1 (GRIDQ 2): the range's scales and sums in shared memory, not read from L2 by every warp
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

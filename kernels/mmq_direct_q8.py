@@ -30,6 +30,10 @@ Parameters (compile time unless said):
   QFIRST      1 (GRIDQ 2): a CTA that quantizes copies its ring's first slots only after it added its units to the
               range's count, whose release fence would otherwise wait for those copies in flight (run 99: a fence
               waits for the thread's copies); the CTAs that quantize nothing copy theirs at once
+  SMEMSUMS    1 (GRIDQ 2): the range's scales and sums are copied into shared memory with its activations (one copy a CTA)
+              instead of every warp reading them from L2 at every super-block (GRIDQ 2 wrote them in this launch, so not
+              through the read-only path, whose L1 hits the pass-fed kernel gets): run 109's trace had GRIDQ 2 stream
+              q4_K 14336x4096 1.5x slower than the champion, all of a K range's 896 warps on the same lines of L2
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -94,9 +98,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -111,11 +115,13 @@ def full_params(params: dict) -> dict:
 
 def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
     """kSmemBytes in mmq_direct_q8.cu: each warp's ring of 16-row slots and the 16 staged token rows (256 bytes per
-    super-block); CLUSTERQ: the range's sums (8 bytes per token, super-block and t, rows padded by 4) and scales."""
+    super-block); CLUSTERQ, SMEMSUMS: the range's sums (8 bytes per token, super-block and t, rows padded by 4) and
+    scales."""
     p = full_params(params)
     slot_bytes = TILE_ROWS * BLOCK_BYTES[qtype]
-    cluster_q = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * 8 + p["XSHARED"] * TOKEN_TILE * 4 if p["CLUSTERQ"] else 0
-    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD) + cluster_q
+    shared_sums = p["CLUSTERQ"] or p["SMEMSUMS"]
+    sums = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * 8 + p["XSHARED"] * TOKEN_TILE * 4 if shared_sums else 0
+    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD) + sums
 
 
 def static_smem_bytes(params: dict) -> int:
@@ -168,6 +174,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                 f"counters the GEMM waits on)")
     if p["QFIRST"] not in (0, 1) or (p["QFIRST"] and p["GRIDQ"] != 2):
         return f"QFIRST={p['QFIRST']}: 0, or 1 with GRIDQ 2 (a CTA that quantizes copies its ring after its count's add)"
+    if p["SMEMSUMS"] not in (0, 1) or (p["SMEMSUMS"] and p["GRIDQ"] != 2):
+        return f"SMEMSUMS={p['SMEMSUMS']}: 0, or 1 with GRIDQ 2 (the range's scales and sums staged in shared memory)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):

@@ -137,7 +137,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"GRIDQ": 2, "PDL": 2, "PASSFLAG": 1}, "GRIDQ=2"), ({"GRIDQ": 3, "PDL": 2}, "GRIDQ=3"),
     ({"GRIDQ": 1, "PDL": 0, "XPF": 1}, "XPF=1"), ({"GRIDQ": 1, "PDL": 0, "TRACE": 1}, "TRACE=1"),
     ({"QFIRST": 1}, "QFIRST=1"), ({"QFIRST": 1, "GRIDQ": 1, "PDL": 0}, "QFIRST=1"),
-    ({"QFIRST": 2, "GRIDQ": 2, "PDL": 2}, "QFIRST=2"),
+    ({"QFIRST": 2, "GRIDQ": 2, "PDL": 2}, "QFIRST=2"), ({"SMEMSUMS": 1}, "SMEMSUMS=1"),
+    ({"SMEMSUMS": 1, "CLUSTERQ": 2, "PDL": 0}, "SMEMSUMS=1"), ({"SMEMSUMS": 2, "GRIDQ": 2, "PDL": 2}, "SMEMSUMS=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -166,7 +167,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"GRIDQ": 1, "PDL": 0, "BULK": 1}, {"SBMAJOR": 1},
                                     {"RING": 2, "SBMAJOR": 1, "L2AHEAD": 3}, {"BULK": 1, "L2AHEAD": 1},
                                     {"CLUSTERQ": 8, "PDL": 0}, {"CLUSTERQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
-                                    {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2}])
+                                    {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -491,6 +494,24 @@ def test_qfirst_copies_a_quantizing_ctas_ring_after_its_add(qtype, bulk):
 
     (before, after), (q_before, q_after) = copies({}), copies({"QFIRST": 1})
     assert before > 0 and q_before == before and q_after == after + before
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_smemsums_reads_the_scales_and_sums_from_shared_memory_not_l2(qtype):
+    """SMEMSUMS 1 (GRIDQ 2): the loop's 8-byte loads of the sums and scales (LDG.E.64 through L2, four a super-block) become
+    shared-memory loads (LDS.64), staged by more cp.async (LDGSTS) before the loop, in a CTA that takes the sums'
+    [16][XSHARED x 4 + 4] uint2 and the scales' [XSHARED][16] f32 more shared memory."""
+    def gemm(extra):
+        params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, **extra}
+        return nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(params, qtype).sass)["mmq_direct_q8_gemm"], params
+
+    (l2, l2_params), (shared, shared_params) = gemm({}), gemm({"SMEMSUMS": 1})
+    assert l2.count("LDG.E.64.STRONG.GPU") == 4 and "LDG.E.64" not in shared
+    assert shared.count("LDS.64") - l2.count("LDS.64") == 4  # (q5_K's loop reads its qh words by LDS.64 in both)
+    assert shared.count("LDGSTS") > l2.count("LDGSTS")
+    xshared = mmq_direct_q8.DEFAULTS["XSHARED"]
+    assert mmq_direct_q8.smem_bytes(shared_params, qtype) - mmq_direct_q8.smem_bytes(l2_params, qtype) == \
+        16 * (xshared * 4 + 4) * 8 + xshared * 16 * 4
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

@@ -46,6 +46,8 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1},  # many short ranges, x asked of L2 before the wait
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1},  # a quantizing CTA's ring after its add
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1},  # and bulk copies, short ranges
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1},  # the range's sums and scales in smem
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1},  # with short ranges
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -109,7 +111,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (18, "q5_K"), (19, "q4_K"), (19, "q5_K"), (20, "q4_K"), (21, "q5_K"),
                                         (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K"),
                                         (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K"), (29, "q4_K"),
-                                        (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K")])
+                                        (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K"), (33, "q4_K"),
+                                        (33, "q5_K"), (34, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed

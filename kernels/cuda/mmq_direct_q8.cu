@@ -83,6 +83,9 @@
 #ifndef QFIRST  // 1 (GRIDQ 2): a CTA that quantizes copies its ring's first slots only after it added its units to the
 #define QFIRST 0  // range's count, so that add's release fence does not wait for those copies (a fence waits for the
 #endif            // thread's copies in flight, run 99); the CTAs that quantize nothing copy theirs first, as with 0
+#ifndef SMEMSUMS  // 1 (GRIDQ 2): the range's scales and sums staged in shared memory with its activations (one copy a
+#define SMEMSUMS 0  // CTA), not read from L2 by every warp at every super-block: run 109's trace, q4_K 14336x4096 T=16,
+#endif              // streamed 1.5x slower than the champion, whose loads of them hit L1 (the read-only path)
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -117,6 +120,9 @@
 #if XPF < 0 || XPF > 1 || (XPF && PDL != 2)
 #error "mmq_direct_q8.cu: XPF 0..1, 1 with PDL 2 (a pass that waits for the kernel before it)"
 #endif
+#if SMEMSUMS < 0 || SMEMSUMS > 1 || (SMEMSUMS && GRIDQ != 2)
+#error "mmq_direct_q8.cu: SMEMSUMS 0..1, 1 with GRIDQ 2"
+#endif
 #if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
 #error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
 #endif
@@ -138,14 +144,16 @@ constexpr int kBlockBytes = QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockByte
 constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
-// CLUSTERQ: the range's scales and sums in shared memory, as the pass lays them out in global: sums [16 tokens][XSHARED]
-// [4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED][16] f32
+// CLUSTERQ, SMEMSUMS: the range's scales and sums in shared memory, as the pass lays them out in global: sums [16 tokens]
+// [XSHARED][4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED]
+// [16] f32
+constexpr bool kSumsShared = CLUSTERQ || SMEMSUMS;
 constexpr int kSumStride = XSHARED * 4 + 4;
-constexpr int kClusterQBytes = CLUSTERQ ? 16 * kSumStride * 8 + XSHARED * 16 * 4 : 0;
-// byte offsets in shared memory: the warps' rings, the staged token rows, then (CLUSTERQ) the sums and the scales
+constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * 8 + XSHARED * 16 * 4 : 0;
+// byte offsets in shared memory: the warps' rings, the staged token rows, then (kSumsShared) the sums and the scales
 constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
 constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
-constexpr int kSmemBytes = kSumsAt + kClusterQBytes;
+constexpr int kSmemBytes = kSumsAt + kSumsBytes;
 
 #if TRACE
 // TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end} (ns);
@@ -190,10 +198,10 @@ struct CtaTrace {};
 
 // The pass's scales and sums as the loop reads them: with GRIDQ this launch wrote them, and with PASSFLAG a pass still
 // running, so through L2 (__ldcg), never the read-only path a const __restrict__ pointer would allow (not coherent with
-// stores made while the kernel runs)
+// stores made while the kernel runs); kSumsShared: from shared memory
 template <class V>
 __device__ __forceinline__ V load_pass_output(const V* p) {
-    if constexpr (GRIDQ || PASSFLAG) return __ldcg(p); else return *p;
+    if constexpr ((GRIDQ || PASSFLAG) && !kSumsShared) return __ldcg(p); else return *p;
 }
 
 // PASSFLAG: counters[tile * splits + r] counts the units of token tile `tile` and K range r published, counters[tiles *
@@ -640,11 +648,29 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         mmq::cp_async_commit();
     };
+#if SMEMSUMS  // the range's sums (16 token rows of nrange x 32 bytes) and scales (nrange x 64 bytes), in the first group
+    for (int p = threadIdx.x; p < 16 * 2 * nrange + 4 * nrange; p += kThreads) {
+        if (p < 16 * 2 * nrange) {  // a token past T copies the last token's (its outputs are never stored)
+            const int r = p / (2 * nrange), c = p % (2 * nrange);
+            mmq::cp_async16(smem + kSumsAt + r * kSumStride * 8 + 16 * c,
+                            S + (static_cast<long long>(min(tok0 + r, T - 1)) * nsb + sb_begin) * 4 + 2 * c);
+        } else {
+            const int c = p - 16 * 2 * nrange;
+            mmq::cp_async16(smem + kD8At + 16 * c, D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 4 * c);
+        }
+    }
+#endif
     stage(0, min(1, nrange));
     stage(1, max(0, nrange - 1));
+#if SMEMSUMS
+    const uint2* xsum = reinterpret_cast<const uint2*>(smem + kSumsAt);
+    const uint2* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
+    const float* d8 = reinterpret_cast<const float*>(smem + kD8At) + 2 * t;
+#else
     const uint2* sums[2] = {S + (static_cast<long long>(min(tok0 + g, T - 1)) * nsb + sb_begin) * 4 + t,
                             S + (static_cast<long long>(min(tok0 + g + 8, T - 1)) * nsb + sb_begin) * 4 + t};
     const float* d8 = D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 2 * t;
+#endif
 #endif
 
     float acc[2][4] = {};
