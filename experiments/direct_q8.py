@@ -12,7 +12,7 @@ the GEMM is a dependent launch of its pass and the pass one of the kernel before
 when the pass lets the GEMM launch (PASSTRIG), whether the pass asks L2 for its x while it waits (XPF), and
 whether the GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), and whether a CTA that
 quantizes (GRIDQ 2) copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its
-range's scales and sums in shared memory (SMEMSUMS).
+range's scales and sums in shared memory (SMEMSUMS) and polls its count with acquire loads (POLLACQ).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -39,6 +39,7 @@ LEVER = Lever(
         "PASSFLAG": [0, 1, 2],  # 1, 2 (PDL 2): the GEMM waits on counters the pass publishes, not on its grid
         "QFIRST": [0, 1],  # 1 (GRIDQ 2): a CTA that quantizes copies its ring after its count's add, not before
         "SMEMSUMS": [0, 1],  # 1 (GRIDQ 2): the range's scales and sums in shared memory, not read from L2 by every warp
+        "POLLACQ": [0, 1],  # 1 (GRIDQ 2): every poll of the range's count an acquire load (no extra load after the last)
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

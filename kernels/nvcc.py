@@ -381,12 +381,27 @@ def _load_cached(key: str) -> Compiled | None:
         meta = json.loads(base.with_suffix(".json").read_text())
         packed = base.with_suffix(".cubin.gz")  # an exported (carried) cache keeps cubins compressed
         cubin = gzip.decompress(packed.read_bytes()) if packed.exists() else base.with_suffix(".cubin").read_bytes()
-        sass = gzip.decompress(base.with_suffix(".sass.gz").read_bytes()).decode()
-    except (OSError, ValueError):
+        sass_file = base.with_suffix(".sass.gz")
+        sass = gzip.decompress(sass_file.read_bytes()).decode() if sass_file.exists() else _sass_of(cubin, sass_file)
+    except (OSError, ValueError, CompileError):
         return None
     return Compiled(cubin=cubin, ptxas_log=meta["ptxas_log"], resources=meta["resources"], sass=sass,
                     key=key, arch=meta["arch"], command=tuple(meta["command"]),
                     compile_seconds=meta["compile_seconds"], from_cache=True)
+
+
+def _sass_of(cubin: bytes, sass_file: Path) -> str:
+    """An exported cache carries no SASS (the larger part of an entry): disassemble the cubin (cuobjdump, which the GPU
+    machine's CUDA image has) and keep the text beside it for the next load (best effort: the cache may be read-only)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        sass, _ = _dump_sass(path)
+    try:
+        sass_file.write_bytes(gzip.compress(sass.encode(), 6))
+    except OSError:
+        pass
+    return sass
 
 
 def _store_cached(c: Compiled) -> None:

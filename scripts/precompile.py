@@ -17,8 +17,9 @@ pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin ke
     MMQ_CACHE_DIR=.cache/cubin python3 scripts/precompile.py [--arch sm_90] [--extra params.json] [--types ...]
         [--families mmq_wgmma,...] [--export .cache/run [--append]]
 --export copies just the entries this call needed into a fresh directory (--append: into the one
-there), cubins gzipped: a cache small enough to carry (the device call's working tree is capped at
-64 MiB; kernels.nvcc reads .cubin.gz as it reads .cubin) while MMQ_CACHE_DIR keeps everything.
+there), cubins gzipped and no SASS text: a cache small enough to carry (the device call's working tree is capped at
+64 MiB; kernels.nvcc reads .cubin.gz as it reads .cubin, and disassembles a cubin whose SASS is not there) while
+MMQ_CACHE_DIR keeps everything.
 """
 import argparse
 import gzip
@@ -182,8 +183,9 @@ def main() -> int:
 
 
 def export(compiled: list, dest: Path, fresh: bool = True) -> None:
-    """Copy the cache entries of `compiled` (key.cubin as key.cubin.gz, key.json, key.sass.gz) into `dest`, emptied first
-    unless `fresh` is False (several calls, e.g. per-type sweep lists, filling one carried cache)."""
+    """Copy the cache entries of `compiled` (key.cubin as key.cubin.gz, and key.json) into `dest`, emptied first unless
+    `fresh` is False (several calls, e.g. per-type sweep lists, filling one carried cache). Not key.sass.gz, 60 % of an
+    entry: kernels.nvcc disassembles a carried cubin with cuobjdump when it is first loaded."""
     if fresh:
         shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True, exist_ok=True)
@@ -191,7 +193,7 @@ def export(compiled: list, dest: Path, fresh: bool = True) -> None:
         for path in nvcc.cache_dir().glob(f"{c.key}.*"):
             if path.suffix == ".cubin":  # ~3.5x smaller gzipped: more configurations fit the carry limit
                 (dest / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), 6))
-            else:
+            elif path.name.endswith((".json",)):
                 shutil.copy2(path, dest / path.name)
     size = sum(p.stat().st_size for p in dest.iterdir())
     print(f"exported {len(compiled)} entries; {dest} holds {size / 2**20:.1f} MiB")

@@ -139,6 +139,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"QFIRST": 1}, "QFIRST=1"), ({"QFIRST": 1, "GRIDQ": 1, "PDL": 0}, "QFIRST=1"),
     ({"QFIRST": 2, "GRIDQ": 2, "PDL": 2}, "QFIRST=2"), ({"SMEMSUMS": 1}, "SMEMSUMS=1"),
     ({"SMEMSUMS": 1, "CLUSTERQ": 2, "PDL": 0}, "SMEMSUMS=1"), ({"SMEMSUMS": 2, "GRIDQ": 2, "PDL": 2}, "SMEMSUMS=2"),
+    ({"POLLACQ": 1}, "POLLACQ=1"), ({"POLLACQ": 2, "GRIDQ": 2, "PDL": 2}, "POLLACQ=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -512,6 +513,23 @@ def test_smemsums_reads_the_scales_and_sums_from_shared_memory_not_l2(qtype):
     xshared = mmq_direct_q8.DEFAULTS["XSHARED"]
     assert mmq_direct_q8.smem_bytes(shared_params, qtype) - mmq_direct_q8.smem_bytes(l2_params, qtype) == \
         16 * (xshared * 4 + 4) * 8 + xshared * 16 * 4
+
+
+def test_pollacq_ends_the_wait_with_the_poll_that_sees_the_count():
+    """POLLACQ 1: the polls of the range's count (from the first LDG.E.STRONG.GPU after the count's add to the CTA barrier
+    after them) are acquire loads, each followed by its L1 invalidation (CCTL.IVALL), the first before the NANOSLEEP;
+    0: relaxed polls, then one invalidation after the last (the separate acquire load)."""
+    def polls(extra):
+        params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, **extra}
+        gemm = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass)["mmq_direct_q8_gemm"]
+        first = gemm.index("LDG.E.STRONG.GPU", gemm.index("ATOMG.E.ADD.STRONG.GPU"))
+        return gemm[first:gemm.index("BAR.SYNC", first)]
+
+    relaxed, acquiring = polls({}), polls({"POLLACQ": 1})
+    assert relaxed.count("LDG.E.STRONG.GPU") >= 2 and relaxed.count("CCTL.IVALL") == 1
+    assert relaxed.index("CCTL.IVALL") > relaxed.rindex("NANOSLEEP")
+    assert acquiring.count("CCTL.IVALL") == acquiring.count("LDG.E.STRONG.GPU") >= 2
+    assert acquiring.index("CCTL.IVALL") < acquiring.index("NANOSLEEP")
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

@@ -26,3 +26,26 @@ def test_carry_counts_tracked_files_and_carried_paths_not_untracked_ones(tmp_pat
     wheel.write_bytes(b"w" * 7)
     assert precompile.carry_bytes(repo, []) == 1200
     assert precompile.carry_bytes(repo, [cache, wheel, repo / "missing"]) == 1200 + 340 + 7
+
+
+def test_an_exported_cache_carries_no_sass_and_a_load_disassembles_the_cubin(tmp_path, monkeypatch):
+    """export() copies the gzipped cubin and the json, not the SASS text (60 % of an entry); loading from the export
+    (what the GPU machine does) runs no nvcc, gets the same SASS from cuobjdump, and keeps it for the next load."""
+    from kernels import nvcc
+
+    source = "extern \"C\" __global__ void k(float* y, const float* x) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }\n"
+    monkeypatch.setenv("MMQ_CACHE_DIR", str(tmp_path / "full"))
+    nvcc.clear_memory_cache()
+    compiled = nvcc.compile_cubin(source, arch="sm_90")
+    precompile.export([compiled], tmp_path / "carried")
+    carried = sorted(p.name for p in (tmp_path / "carried").iterdir())
+    assert carried == [f"{compiled.key}.cubin.gz", f"{compiled.key}.json"]
+
+    monkeypatch.setenv("MMQ_CACHE_DIR", str(tmp_path / "carried"))
+    nvcc.clear_memory_cache()
+    runs = nvcc.nvcc_run_count()
+    loaded = nvcc.compile_cubin(source, arch="sm_90")
+    assert loaded.from_cache and nvcc.nvcc_run_count() == runs
+    assert loaded.sass == compiled.sass and "Function : k" in loaded.sass
+    assert (tmp_path / "carried" / f"{compiled.key}.sass.gz").exists()
+    nvcc.clear_memory_cache()

@@ -86,6 +86,9 @@
 #ifndef SMEMSUMS  // 1 (GRIDQ 2): the range's scales and sums staged in shared memory with its activations (one copy a
 #define SMEMSUMS 0  // CTA), not read from L2 by every warp at every super-block: run 109's trace, q4_K 14336x4096 T=16,
 #endif              // streamed 1.5x slower than the champion, whose loads of them hit L1 (the read-only path)
+#ifndef POLLACQ  // 1 (GRIDQ 2): each poll of the range's count is an acquire load, so the poll that sees the count is the
+#define POLLACQ 0  // acquire (0: relaxed polls, then one acquire load: an L2 round trip more, ~0.7 us under the weight
+#endif             // stream). An acquire drops the SM's L1, which holds nothing the loop reads with SMEMSUMS
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -122,6 +125,9 @@
 #endif
 #if SMEMSUMS < 0 || SMEMSUMS > 1 || (SMEMSUMS && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SMEMSUMS 0..1, 1 with GRIDQ 2"
+#endif
+#if POLLACQ < 0 || POLLACQ > 1 || (POLLACQ && GRIDQ != 2)
+#error "mmq_direct_q8.cu: POLLACQ 0..1, 1 with GRIDQ 2"
 #endif
 #if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
 #error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
@@ -211,17 +217,23 @@ __device__ __forceinline__ int range_of(int sb, int splits, int nsb) { return ((
 
 // Thread 0 polls a counter until it reaches target (mod 2^32: counts wrap together), then the CTA goes on. Relaxed
 // polls 128 ns apart (run 107: back-to-back polls of one line by a range's CTAs queued with the adds they wait for),
-// then one acquire load, not a fence: a fence would also wait for the thread's weight copies in flight (run 99)
+// then one acquire load, not a fence: a fence would also wait for the thread's weight copies in flight (run 99);
+// kAcquirePolls: every poll an acquire load (POLLACQ), the one that sees the count ends the wait
+template <bool kAcquirePolls = false>
 __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned target) {
     if (threadIdx.x == 0) {
         unsigned seen;
         for (long long polls = 0;; ++polls) {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+            if constexpr (kAcquirePolls)
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+            else
+                asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
             if (static_cast<int>(seen - target) >= 0) break;
             if (polls > (1LL << 24)) __trap();  // seconds without the count: an error, not a hang
             __nanosleep(128);
         }
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+        if constexpr (!kAcquirePolls)
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
     }
     __syncthreads();
 }
@@ -591,7 +603,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads>(C, flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
                                                  blockIdx.x * WARPS * 16, tok0, M, T);
-        wait_count(range_count, epoch * static_cast<unsigned>(range_units));  // every unit of the range is stored
+        wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));  // the range's units are stored
         TRACE_MARK(1);
     }
 #elif GRIDQ
