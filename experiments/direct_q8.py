@@ -9,10 +9,11 @@ staged super-blocks (which set the K split), whether a ring slot is one bulk cop
 grid quantizes, GRIDQ), the weights' order in memory (SBMAJOR), how many super-blocks each warp asks of L2 ahead of its
 ring (L2AHEAD), whether the call is one launch whose clusters quantize their K range once each (CLUSTERQ), whether
 the GEMM is a dependent launch of its pass and the pass one of the kernel before it (PDL), the pass's CTA size,
-when the pass lets the GEMM launch (PASSTRIG), whether the pass asks L2 for its x while it waits (XPF), and
-whether the GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), and whether a CTA that
-quantizes (GRIDQ 2) copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its
-range's scales and sums in shared memory (SMEMSUMS) and polls its count with acquire loads (POLLACQ).
+when the pass lets the GEMM launch (PASSTRIG), whether the pass asks L2 for its x while it waits (XPF), whether the
+GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), whether a CTA that quantizes (GRIDQ 2)
+copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its range's scales and sums
+in shared memory (SMEMSUMS), polls its count with acquire loads (POLLACQ) and releases it with no sequentially
+consistent fence (RELADD).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -40,6 +41,7 @@ LEVER = Lever(
         "QFIRST": [0, 1],  # 1 (GRIDQ 2): a CTA that quantizes copies its ring after its count's add, not before
         "SMEMSUMS": [0, 1],  # 1 (GRIDQ 2): the range's scales and sums in shared memory, not read from L2 by every warp
         "POLLACQ": [0, 1],  # 1 (GRIDQ 2): every poll of the range's count an acquire load (no extra load after the last)
+        "RELADD": [0, 1],  # 1 (GRIDQ 2): the count's add one red.release, range 0's flag a release store, no MEMBAR.SC
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

@@ -38,6 +38,9 @@ Parameters (compile time unless said):
               wait (0: relaxed polls and then one acquire load, an L2 round trip more on every CTA's critical path);
               each acquire drops the SM's L1, which holds nothing the loop reads (weights, activations and, with
               SMEMSUMS, the sums all come by cp.async)
+  RELADD      1 (GRIDQ 2): a CTA's add to its range's count is one red.release (MEMBAR.ALL.GPU, then the RED) instead
+              of __threadfence's sequentially consistent MEMBAR.SC.GPU and an atomic add: the waiting CTAs acquire the
+              count, so a release is all they need, and the add is on every CTA's critical path
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -102,9 +105,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -182,6 +185,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"SMEMSUMS={p['SMEMSUMS']}: 0, or 1 with GRIDQ 2 (the range's scales and sums staged in shared memory)"
     if p["POLLACQ"] not in (0, 1) or (p["POLLACQ"] and p["GRIDQ"] != 2):
         return f"POLLACQ={p['POLLACQ']}: 0, or 1 with GRIDQ 2 (each poll of the range's count an acquire load)"
+    if p["RELADD"] not in (0, 1) or (p["RELADD"] and p["GRIDQ"] != 2):
+        return f"RELADD={p['RELADD']}: 0, or 1 with GRIDQ 2 (the count's add one red.release, no sequential fence)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):

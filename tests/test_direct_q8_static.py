@@ -140,6 +140,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"QFIRST": 2, "GRIDQ": 2, "PDL": 2}, "QFIRST=2"), ({"SMEMSUMS": 1}, "SMEMSUMS=1"),
     ({"SMEMSUMS": 1, "CLUSTERQ": 2, "PDL": 0}, "SMEMSUMS=1"), ({"SMEMSUMS": 2, "GRIDQ": 2, "PDL": 2}, "SMEMSUMS=2"),
     ({"POLLACQ": 1}, "POLLACQ=1"), ({"POLLACQ": 2, "GRIDQ": 2, "PDL": 2}, "POLLACQ=2"),
+    ({"RELADD": 1, "CLUSTERQ": 2, "PDL": 0}, "RELADD=1"), ({"RELADD": 2, "GRIDQ": 2, "PDL": 2}, "RELADD=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -530,6 +531,23 @@ def test_pollacq_ends_the_wait_with_the_poll_that_sees_the_count():
     assert relaxed.index("CCTL.IVALL") > relaxed.rindex("NANOSLEEP")
     assert acquiring.count("CCTL.IVALL") == acquiring.count("LDG.E.STRONG.GPU") >= 2
     assert acquiring.index("CCTL.IVALL") < acquiring.index("NANOSLEEP")
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_reladd_releases_the_count_and_the_zeroed_tile_without_a_sequential_fence(qtype):
+    """RELADD 1 (GRIDQ 2): the count's add is a REDG after a MEMBAR.ALL.GPU (red.release) and range 0's flag a release
+    store alone, so the kernel has no MEMBAR.SC.GPU; RELADD 0: __threadfence's MEMBAR.SC.GPU before the ATOMG add and
+    before the flag's release store."""
+    def gemm(extra):
+        params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, **extra}
+        return nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(params, qtype).sass)["mmq_direct_q8_gemm"]
+
+    fenced, released = gemm({}), gemm({"RELADD": 1})
+    assert fenced.count("MEMBAR.SC.GPU") == 2 and fenced.index("MEMBAR.SC.GPU") < fenced.index("ATOMG.E.ADD.STRONG.GPU")
+    assert "MEMBAR.SC" not in released and "ATOMG.E.ADD.STRONG.GPU" not in released
+    add = released.index("REDG.E.ADD.STRONG.GPU")
+    assert released.rindex("MEMBAR.ALL.GPU", 0, add) > released.rindex("BAR.SYNC", 0, add)
+    assert released.index("STG.E.STRONG.GPU", add) > released.index("MEMBAR.ALL.GPU", add)
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

@@ -49,6 +49,8 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1},  # the range's sums and scales in smem
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1},  # with short ranges
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "POLLACQ": 1},  # acquire polls
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "RELADD": 1},  # red.release
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1},  # many ranges wait on flags
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -113,7 +115,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (22, "q4_K"), (22, "q5_K"), (23, "q4_K"), (24, "q4_K"), (24, "q5_K"),
                                         (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K"), (29, "q4_K"),
                                         (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K"), (33, "q4_K"),
-                                        (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K")])
+                                        (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K"), (36, "q4_K"),
+                                        (36, "q5_K"), (37, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed

@@ -89,6 +89,10 @@
 #ifndef POLLACQ  // 1 (GRIDQ 2): each poll of the range's count is an acquire load, so the poll that sees the count is the
 #define POLLACQ 0  // acquire (0: relaxed polls, then one acquire load: an L2 round trip more, ~0.7 us under the weight
 #endif             // stream). An acquire drops the SM's L1, which holds nothing the loop reads with SMEMSUMS
+#ifndef RELADD  // 1 (GRIDQ 2): a CTA's add to its range's count is one red.release (a release fence's MEMBAR.ALL before
+#define RELADD 0  // the RED), not __threadfence's sequentially consistent MEMBAR.SC and an atomic: the release is all the
+#endif            // waiting CTAs need (they acquire), and the add is on every CTA's critical path; range 0's zeroed tile
+                  // is published by its release store alone, with no MEMBAR.SC before it either
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -128,6 +132,9 @@
 #endif
 #if POLLACQ < 0 || POLLACQ > 1 || (POLLACQ && GRIDQ != 2)
 #error "mmq_direct_q8.cu: POLLACQ 0..1, 1 with GRIDQ 2"
+#endif
+#if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
+#error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
 #endif
 #if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
 #error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
@@ -595,14 +602,18 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
         __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one add
         unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
-        if (threadIdx.x == 0 && mine) {
-            __threadfence();
-            atomicAdd(range_count, mine);
+        if (threadIdx.x == 0 && mine) {  // after the barrier: a release cumulative over the CTA's stores
+            if constexpr (RELADD) {
+                asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(range_count), "r"(mine) : "memory");
+            } else {
+                __threadfence();
+                atomicAdd(range_count, mine);
+            }
         }
         if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
-            mmq::zero_tile<16 * WARPS, kThreads>(C, flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
-                                                 blockIdx.x * WARPS * 16, tok0, M, T);
+            mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
+                                                          static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
         wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));  // the range's units are stored
         TRACE_MARK(1);
     }

@@ -8,8 +8,10 @@
 
 namespace mmq {
 
-// C [T][M]'s tile of kRows rows from row0 and 16 tokens from tok0, zeroed by the CTA's kThreads threads, then published
-template <int kRows, int kThreads>
+// C [T][M]'s tile of kRows rows from row0 and 16 tokens from tok0, zeroed by the CTA's kThreads threads, then published.
+// kFence false: the release store alone publishes (it is cumulative over the zeros the barrier ordered before it), no
+// sequentially consistent fence before it
+template <int kRows, int kThreads, bool kFence = true>
 __device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
     for (int e = threadIdx.x; e < 16 * kRows; e += kThreads) {
         const int tk = tok0 + e / kRows, r = row0 + e % kRows;
@@ -17,7 +19,7 @@ __device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int ro
     }
     __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
     if (threadIdx.x == 0) {
-        __threadfence();
+        if constexpr (kFence) __threadfence();
         asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
     }
 }
