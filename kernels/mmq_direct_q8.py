@@ -41,6 +41,12 @@ Parameters (compile time unless said):
   RELADD      1 (GRIDQ 2): a CTA's add to its range's count is one red.release (MEMBAR.ALL.GPU, then the RED) instead
               of __threadfence's sequentially consistent MEMBAR.SC.GPU and an atomic add: the waiting CTAs acquire the
               count, so a release is all they need, and the add is on every CTA's critical path
+  LOCALQ      n = 1..4 (GRIDQ 2, SMEMSUMS 1, BULK 0): each CTA quantizes the first n super-blocks of its range for its 16
+              tokens itself, straight into its shared memory (all the range's CTAs the same ones: n x 16 KB of x read
+              from L2 by each), and the range's CTAs share only the rest through the count, which each CTA waits for
+              just before its super-block n. Its first n super-blocks need no global round trip (store, release,
+              count, acquire, copy back: ~4.5 us from the kernel before's end, runs 109-112), so their weights stream
+              while the count comes
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -105,9 +111,9 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -187,6 +193,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"POLLACQ={p['POLLACQ']}: 0, or 1 with GRIDQ 2 (each poll of the range's count an acquire load)"
     if p["RELADD"] not in (0, 1) or (p["RELADD"] and p["GRIDQ"] != 2):
         return f"RELADD={p['RELADD']}: 0, or 1 with GRIDQ 2 (the count's add one red.release, no sequential fence)"
+    if p["LOCALQ"] not in range(5) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
+        return (f"LOCALQ={p['LOCALQ']}: 0, or 1..4 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
+                f"quantizes its range's first super-blocks itself)")
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):

@@ -141,6 +141,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"SMEMSUMS": 1, "CLUSTERQ": 2, "PDL": 0}, "SMEMSUMS=1"), ({"SMEMSUMS": 2, "GRIDQ": 2, "PDL": 2}, "SMEMSUMS=2"),
     ({"POLLACQ": 1}, "POLLACQ=1"), ({"POLLACQ": 2, "GRIDQ": 2, "PDL": 2}, "POLLACQ=2"),
     ({"RELADD": 1, "CLUSTERQ": 2, "PDL": 0}, "RELADD=1"), ({"RELADD": 2, "GRIDQ": 2, "PDL": 2}, "RELADD=2"),
+    ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2}, "LOCALQ=1"), ({"LOCALQ": 5, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LOCALQ=5"),
+    ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -171,7 +173,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"CLUSTERQ": 8, "PDL": 0}, {"CLUSTERQ": 1, "PDL": 0, "BULK": 1, "RING": 3, "XSHARED": 3},
                                     {"CLUSTERQ": 4, "PDL": 0, "RING": 2, "SBMAJOR": 1, "L2AHEAD": 2},
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1},
-                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1}])
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -210,7 +214,9 @@ def test_xpf_asks_l2_for_the_pass_s_x_before_its_wait_and_leaves_the_gemm_as_it_
     """XPF 1: the pass's one bulk L2 prefetch (UBLKPF, in its loop over units) comes before griddepcontrol.wait
     (ACQBULK) and before its first x load (LDG); XPF 0's pass has none. Only the pass changes: the GEMM's SASS is the
     same instruction for instruction."""
-    strip = lambda text: re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text)  # addresses and encodings
+    def strip(text):  # the instructions alone: no addresses, encodings or column padding (cuobjdump pads per file)
+        return [" ".join(line.split()) for line in re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text).splitlines()
+                if line.strip()]
     base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64}
     with_xpf = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**base, "XPF": 1}, qtype).sass)
     without = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(base, qtype).sass)
@@ -397,7 +403,9 @@ def test_passtrig_lets_the_gemm_launch_only_after_the_pass_s_first_reads_are_con
     assert early.index("PREEXIT") < early.index("LDG")
     if pdl == 2:
         assert late.index("ACQBULK") < late.index("LDG")
-    strip = lambda text: re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text)  # addresses and encodings
+    def strip(text):  # the instructions alone: no addresses, encodings or column padding (cuobjdump pads per file)
+        return [" ".join(line.split()) for line in re.sub(r"/\*[0-9a-f]+\*/|/\* 0x[0-9a-f]+ \*/", "", text).splitlines()
+                if line.strip()]
     assert strip(gemm_late) == strip(gemm_early)
 
 
@@ -548,6 +556,27 @@ def test_reladd_releases_the_count_and_the_zeroed_tile_without_a_sequential_fenc
     add = released.index("REDG.E.ADD.STRONG.GPU")
     assert released.rindex("MEMBAR.ALL.GPU", 0, add) > released.rindex("BAR.SYNC", 0, add)
     assert released.index("STG.E.STRONG.GPU", add) > released.index("MEMBAR.ALL.GPU", add)
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_localq_quantizes_into_shared_memory_and_still_shares_the_rest(qtype):
+    """LOCALQ 1: the CTA's first super-block is quantized straight into shared memory (STS: the staged words, the scale
+    and the sums; LOCALQ 0 writes shared memory only by cp.async) with its x asked of L2 first (a second UBLKPF), and
+    the rest still goes through the range's count (one add, one poll loop) and the staging copies."""
+    def ops(extra):
+        params = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, **extra}
+        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"])["kernels"]["mmq_direct_q8_gemm"]
+        assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+        gemm = nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"]
+        return nvcc.sass_opcodes(gemm), gemm.count("ATOMG.E.ADD.STRONG.GPU")  # (the count's add; C's reds are F32)
+
+    (shared, shared_adds), (local, local_adds) = ops({}), ops({"LOCALQ": 1})
+    assert "STS" not in shared and local["STS"] >= 3
+    assert (shared["UBLKPF"], local["UBLKPF"]) == (1, 2)
+    assert shared_adds == local_adds == 1
+    for o in (shared, local):
+        assert o["NANOSLEEP"] == 1 and o["LDGSTS"] > 0
 
 
 def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoch():

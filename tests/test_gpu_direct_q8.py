@@ -51,6 +51,9 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "POLLACQ": 1},  # acquire polls
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "RELADD": 1},  # red.release
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1},  # many ranges wait on flags
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LOCALQ": 1},  # SB 0 local
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},  # short ranges: some all local
+    {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "LOCALQ": 4},  # half of an 8-SB range
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -116,7 +119,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (26, "q4_K"), (26, "q5_K"), (27, "q4_K"), (28, "q5_K"), (29, "q4_K"),
                                         (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K"), (33, "q4_K"),
                                         (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K"), (36, "q4_K"),
-                                        (36, "q5_K"), (37, "q4_K")])
+                                        (36, "q5_K"), (37, "q4_K"), (38, "q4_K"),
+                                        (38, "q5_K"), (39, "q4_K"), (40, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -136,12 +140,13 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
 
 def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
-    super-blocks (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of the super-blocks)."""
+    super-blocks past the LOCALQ ones (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K)."""
     gx, gy, gz = grid
     if params["GRIDQ"] == 1:
         return np.array([gx * gy * gz])
     nsb = K // 256
-    return np.array([min(16, T - 16 * z) * ((y + 1) * nsb // gy - y * nsb // gy) for z in range(gz) for y in range(gy)])
+    ranges = [(y + 1) * nsb // gy - y * nsb // gy for y in range(gy)]  # LOCALQ: each CTA quantizes the first ones itself
+    return np.array([min(16, T - 16 * z) * (n - min(params["LOCALQ"], n)) for z in range(gz) for n in ranges])
 
 
 @pytest.mark.parametrize("cfg", [i for i, c in enumerate(CONFIGS) if c.get("GRIDQ")])
@@ -159,7 +164,7 @@ def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
         try:
             counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
             per_launch = expected_counts(params, bound.grid, T, K)
-            assert per_launch.sum() > 0
+            assert per_launch.sum() > 0 or params["LOCALQ"]  # (LOCALQ: a K of few super-blocks is all local)
             for launch in range(1, 4):
                 bound.run()
                 gpu_device.synchronize()

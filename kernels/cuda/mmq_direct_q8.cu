@@ -93,6 +93,10 @@
 #define RELADD 0  // the RED), not __threadfence's sequentially consistent MEMBAR.SC and an atomic: the release is all the
 #endif            // waiting CTAs need (they acquire), and the add is on every CTA's critical path; range 0's zeroed tile
                   // is published by its release store alone, with no MEMBAR.SC before it either
+#ifndef LOCALQ  // n >= 1 (GRIDQ 2, SMEMSUMS, BULK 0): each CTA quantizes the first n super-blocks of its range for its
+#define LOCALQ 0  // 16 tokens itself, straight into its shared memory (every CTA of the range again: n x 16 KB of x from
+#endif            // L2 each), and the range's CTAs share only the rest through the count, which a CTA then waits for
+                  // only before its super-block n: its first n super-blocks stream while the count comes
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -132,6 +136,9 @@
 #endif
 #if POLLACQ < 0 || POLLACQ > 1 || (POLLACQ && GRIDQ != 2)
 #error "mmq_direct_q8.cu: POLLACQ 0..1, 1 with GRIDQ 2"
+#endif
+#if LOCALQ < 0 || LOCALQ > 4 || (LOCALQ && (GRIDQ != 2 || !SMEMSUMS || BULK))
+#error "mmq_direct_q8.cu: LOCALQ 0..4, 1..4 with GRIDQ 2, SMEMSUMS 1 and BULK 0"
 #endif
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
@@ -324,21 +331,29 @@ __device__ __forceinline__ void split_sum(int bsum, __half& hi, __half& lo) {
 }
 
 // One (token, super-block) `unit` of the activations quantized by one warp, written in the layouts above.
-__device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
-                                              float* __restrict__ d8, __half* __restrict__ sums, long long unit,
-                                              int lane, int nsb) {
-    const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
-    const Q8Lanes q = quantize_lanes(x + unit * 256, lane);
+// One unit (256 values of a token) quantized by a warp into its 64 staged words, its scale and its 8 sums' 16 halves,
+// wherever they go: the pass's global buffers, or (LOCALQ) the CTA's staged rows and SMEMSUMS's arrays
+__device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_unit, uint32_t* words, float* scale,
+                                                   __half* sums_unit, int lane) {
+    const Q8Lanes q = quantize_lanes(x_unit, lane);
 #pragma unroll
-    for (int e = 0; e < 2; ++e) q8[unit * 64 + staged_word(2 * lane + e)] = q.packed[e];
-    if (lane == 0) d8[((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15)] = q.scale;
+    for (int e = 0; e < 2; ++e) words[staged_word(2 * lane + e)] = q.packed[e];
+    if (lane == 0) *scale = q.scale;
     if ((lane & 3) == 0) {
         const int j = lane >> 2;  // the 32-block: lane t = j / 2 of the min mma, pair element j % 2
         __half hi, lo;
         split_sum(q.bsum, hi, lo);
-        __half* out = sums + unit * 16 + 4 * (j >> 1) + (j & 1);
+        __half* out = sums_unit + 4 * (j >> 1) + (j & 1);
         out[0] = hi, out[2] = lo;
     }
+}
+
+__device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
+                                              float* __restrict__ d8, __half* __restrict__ sums, long long unit,
+                                              int lane, int nsb) {
+    const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
+    float* scale = d8 + ((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15);
+    quantize_unit_into(x + unit * 256, q8 + unit * 64, scale, sums + unit * 16, lane);
 }
 
 // Every warp of the grid quantizes units warp, warp + warps, ... and every thread zeroes its share of C's n_zero floats.
@@ -576,11 +591,15 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // warp w of CTA x takes units x * WARPS + w, then a stride of the range's warps on; the range's count grows by the
     // units stored, so a CTA that quantized none adds nothing and none waits for it (run 108: counting CTAs made
     // 14336x4096's ranges wait for 112 CTAs, 96 of them with no unit)
-    const int range_units = rows * nrange, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
+    // (LOCALQ: the units of the range's super-blocks past its first local_sbs, which each CTA quantizes itself)
+    const int local_sbs = LOCALQ > 0 ? min(LOCALQ, nrange) : 0, shared_sbs = nrange - local_sbs;
+    const int range_units = rows * shared_sbs, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
     const unsigned mine = range_units / stride * WARPS + min(WARPS, max(0, range_units % stride - first_unit));
     const bool ring_first = !(QFIRST && mine);
+    unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
 #else
     constexpr bool ring_first = true;
+    constexpr int local_sbs = 0;
 #endif
     auto issue_ring = [&] {
 #pragma unroll
@@ -592,16 +611,25 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ == 2
     {
-        auto unit_of = [&](int u) { return static_cast<long long>(tok0 + u / nrange) * nsb + sb_begin + u % nrange; };
+        auto unit_of = [&](int u) {
+            return static_cast<long long>(tok0 + u / shared_sbs) * nsb + sb_begin + local_sbs + u % shared_sbs;
+        };
+        auto local_unit = [&](int lu) {
+            return static_cast<long long>(tok0 + lu / local_sbs) * nsb + sb_begin + lu % local_sbs;
+        };
         if constexpr (XPF) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
             for (int u = first_unit + warp; u < range_units && lane == 0; u += stride)
                 mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
+            if constexpr (LOCALQ > 0) {
+                for (int lu = warp; lu < rows * local_sbs && lane == 0; lu += WARPS)
+                    mmq::bulk_prefetch_l2(X + local_unit(lu) * 256, 1024);
+            }
         }
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
+        if constexpr (LOCALQ > 0) TRACE_MARK(1);  // (the count is awaited in the loop)
         for (int u = first_unit + warp; u < range_units; u += stride)  // warp-uniform
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
         __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one add
-        unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
         if (threadIdx.x == 0 && mine) {  // after the barrier: a release cumulative over the CTA's stores
             if constexpr (RELADD) {
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(range_count), "r"(mine) : "memory");
@@ -611,11 +639,23 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
         }
         if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
+        if constexpr (LOCALQ > 0) {  // row r's super-block sb into its staged row, scale and sums (SMEMSUMS's layout)
+            for (int lu = warp; lu < rows * local_sbs; lu += WARPS) {
+                const int r = lu / local_sbs, sb = lu % local_sbs;
+                uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * sb;
+                quantize_unit_into(X + local_unit(lu) * 256, reinterpret_cast<uint32_t*>(xs + r * kXStride + sb * 256),
+                                   reinterpret_cast<float*>(smem + kD8At) + sb * 16 + r,
+                                   reinterpret_cast<__half*>(sums_unit), lane);
+            }
+            __syncthreads();  // (before the loop reads them)
+        }
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
-        wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));  // the range's units are stored
-        TRACE_MARK(1);
+        if constexpr (LOCALQ == 0) {
+            wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));  // its units are stored
+            TRACE_MARK(1);
+        }
     }
 #elif GRIDQ
     {  // the pass's work, shared by the grid's warps, then a grid-wide arrival count (every CTA is resident: see above)
@@ -671,20 +711,35 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         mmq::cp_async_commit();
     };
-#if SMEMSUMS  // the range's sums (16 token rows of nrange x 32 bytes) and scales (nrange x 64 bytes), in the first group
-    for (int p = threadIdx.x; p < 16 * 2 * nrange + 4 * nrange; p += kThreads) {
-        if (p < 16 * 2 * nrange) {  // a token past T copies the last token's (its outputs are never stored)
-            const int r = p / (2 * nrange), c = p % (2 * nrange);
-            mmq::cp_async16(smem + kSumsAt + r * kSumStride * 8 + 16 * c,
-                            S + (static_cast<long long>(min(tok0 + r, T - 1)) * nsb + sb_begin) * 4 + 2 * c);
-        } else {
-            const int c = p - 16 * 2 * nrange;
-            mmq::cp_async16(smem + kD8At + 16 * c, D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 4 * c);
+#if SMEMSUMS  // the range's sums (16 token rows of 32 bytes a super-block) and scales (64 bytes a super-block) from
+    // super-block `first` on, into the group that stage() then commits
+    auto stage_sums = [&](int first) {
+        const int count = nrange - first;
+        for (int p = threadIdx.x; p < 16 * 2 * count + 4 * count; p += kThreads) {
+            if (p < 16 * 2 * count) {  // a token past T copies the last token's (its outputs are never stored)
+                const int r = p / (2 * count), c = 2 * first + p % (2 * count);
+                mmq::cp_async16(smem + kSumsAt + r * kSumStride * 8 + 16 * c,
+                                S + (static_cast<long long>(min(tok0 + r, T - 1)) * nsb + sb_begin) * 4 + 2 * c);
+            } else {
+                const int c = 4 * first + p - 16 * 2 * count;
+                mmq::cp_async16(smem + kD8At + 16 * c,
+                                D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16 + 4 * c);
+            }
         }
-    }
+    };
+#endif
+#if LOCALQ  // super-blocks local_sbs.. once the range's count says they are stored: one group, in the loop
+    auto stage_shared = [&] {
+        stage_sums(local_sbs);
+        stage(local_sbs, shared_sbs);
+    };
+#else
+#if SMEMSUMS
+    stage_sums(0);  // in the first group
 #endif
     stage(0, min(1, nrange));
     stage(1, max(0, nrange - 1));
+#endif
 #if SMEMSUMS
     const uint2* xsum = reinterpret_cast<const uint2*>(smem + kSumsAt);
     const uint2* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
@@ -700,6 +755,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const uint8_t* xrow[2] = {xs + g * kXStride + 16 * t, xs + (g + 8) * kXStride + 16 * t};
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
+#if LOCALQ
+        if (s == local_sbs) {  // the first super-block the range's CTAs quantized between them
+            wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));
+            stage_shared();
+        }
+#endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
         ask_l2(s + RING - 1 + L2AHEAD);
 #if BULK
@@ -713,15 +774,27 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         // trip. Super-block s needs slot s (and for s < 2 an activation group): everything older than the groups that
         // may stay pending is complete. s = 0: the rest's activations and slot RING - 1 pending; s = 1: the two slots
         // after it (RING - 1 and RING; with RING = 2 only slot 2, newer than slot 1); later: the RING - 1 slots after s.
-        if (s == 0) {
-            mmq::cp_async_wait<2>();
-        } else if (s == 1) {
-            mmq::cp_async_wait<(RING > 2 ? 2 : 1)>();
+        // LOCALQ: slots 0 .. RING - 2, then a slot per trip, and at trip local_sbs the shared activations before its
+        // slot: that trip lets only its slot pend (and waits for every thread's copies), the others the RING - 1 newest
+        if constexpr (LOCALQ > 0) {
+            if (s == local_sbs) {
+                mmq::cp_async_wait<1>();
+                __syncthreads();
+            } else {
+                mmq::cp_async_wait<RING - 1>();
+                __syncwarp();
+            }
         } else {
-            mmq::cp_async_wait<RING - 1>();
+            if (s == 0) {
+                mmq::cp_async_wait<2>();
+            } else if (s == 1) {
+                mmq::cp_async_wait<(RING > 2 ? 2 : 1)>();
+            } else {
+                mmq::cp_async_wait<RING - 1>();
+            }
+            if (s < 2) __syncthreads();  // and every thread's copies of super-block s's activations
+            else __syncwarp();           // and every lane's copies of the slot
         }
-        if (s < 2) __syncthreads();  // and every thread's copies of super-block s's activations
-        else __syncwarp();           // and every lane's copies of the slot
 #endif
         if (s == 0) TRACE_MARK(2);
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
