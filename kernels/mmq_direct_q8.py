@@ -41,10 +41,10 @@ Parameters (compile time unless said):
   RELADD      1 (GRIDQ 2): a CTA's add to its range's count is one red.release (MEMBAR.ALL.GPU, then the RED) instead
               of __threadfence's sequentially consistent MEMBAR.SC.GPU and an atomic add: the waiting CTAs acquire the
               count, so a release is all they need, and the add is on every CTA's critical path
-  LOCALQ      n = 1..4 (GRIDQ 2, SMEMSUMS 1, BULK 0): each CTA quantizes the first n super-blocks of its range for its 16
+  LOCALQ      n = 1..2 (GRIDQ 2, SMEMSUMS 1, BULK 0): each CTA quantizes the first n super-blocks of its range for its 16
               tokens itself, straight into its shared memory (all the range's CTAs the same ones: n x 16 KB of x read
-              from L2 by each), and the range's CTAs share only the rest through the count, which each CTA waits for
-              just before its super-block n. Its first n super-blocks need no global round trip (store, release,
+              from L2 by each, loaded together with the warp's first shared unit: one round trip), and the range's CTAs
+              share only the rest through the count, which each CTA waits for just before its super-block n. Its first n super-blocks need no global round trip (store, release,
               count, acquire, copy back: ~4.5 us from the kernel before's end, runs 109-112), so their weights stream
               while the count comes
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
@@ -193,8 +193,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
         return f"POLLACQ={p['POLLACQ']}: 0, or 1 with GRIDQ 2 (each poll of the range's count an acquire load)"
     if p["RELADD"] not in (0, 1) or (p["RELADD"] and p["GRIDQ"] != 2):
         return f"RELADD={p['RELADD']}: 0, or 1 with GRIDQ 2 (the count's add one red.release, no sequential fence)"
-    if p["LOCALQ"] not in range(5) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
-        return (f"LOCALQ={p['LOCALQ']}: 0, or 1..4 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
+    if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
+        return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"

@@ -141,7 +141,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"SMEMSUMS": 1, "CLUSTERQ": 2, "PDL": 0}, "SMEMSUMS=1"), ({"SMEMSUMS": 2, "GRIDQ": 2, "PDL": 2}, "SMEMSUMS=2"),
     ({"POLLACQ": 1}, "POLLACQ=1"), ({"POLLACQ": 2, "GRIDQ": 2, "PDL": 2}, "POLLACQ=2"),
     ({"RELADD": 1, "CLUSTERQ": 2, "PDL": 0}, "RELADD=1"), ({"RELADD": 2, "GRIDQ": 2, "PDL": 2}, "RELADD=2"),
-    ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2}, "LOCALQ=1"), ({"LOCALQ": 5, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LOCALQ=5"),
+    ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2}, "LOCALQ=1"), ({"LOCALQ": 3, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LOCALQ=3"),
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):

@@ -53,7 +53,7 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1},  # many ranges wait on flags
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LOCALQ": 1},  # SB 0 local
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},  # short ranges: some all local
-    {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "LOCALQ": 4},  # half of an 8-SB range
+    {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "LOCALQ": 2},  # 4 local units a warp
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

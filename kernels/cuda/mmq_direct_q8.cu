@@ -93,10 +93,12 @@
 #define RELADD 0  // the RED), not __threadfence's sequentially consistent MEMBAR.SC and an atomic: the release is all the
 #endif            // waiting CTAs need (they acquire), and the add is on every CTA's critical path; range 0's zeroed tile
                   // is published by its release store alone, with no MEMBAR.SC before it either
-#ifndef LOCALQ  // n >= 1 (GRIDQ 2, SMEMSUMS, BULK 0): each CTA quantizes the first n super-blocks of its range for its
+#ifndef LOCALQ  // n = 1, 2 (GRIDQ 2, SMEMSUMS, BULK 0): each CTA quantizes the first n super-blocks of its range for its
 #define LOCALQ 0  // 16 tokens itself, straight into its shared memory (every CTA of the range again: n x 16 KB of x from
-#endif            // L2 each), and the range's CTAs share only the rest through the count, which a CTA then waits for
-                  // only before its super-block n: its first n super-blocks stream while the count comes
+#endif            // L2 each, loaded with the warp's first shared unit's), and the range's CTAs share only the rest
+                  // through the count, which a CTA then waits for only before its super-block n: its first n
+                  // super-blocks stream while the count comes (run 113: loading the local units one after the other
+                  // put three L2 round trips under load, 1-1.5 us each, before the first super-block)
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -137,8 +139,8 @@
 #if POLLACQ < 0 || POLLACQ > 1 || (POLLACQ && GRIDQ != 2)
 #error "mmq_direct_q8.cu: POLLACQ 0..1, 1 with GRIDQ 2"
 #endif
-#if LOCALQ < 0 || LOCALQ > 4 || (LOCALQ && (GRIDQ != 2 || !SMEMSUMS || BULK))
-#error "mmq_direct_q8.cu: LOCALQ 0..4, 1..4 with GRIDQ 2, SMEMSUMS 1 and BULK 0"
+#if LOCALQ < 0 || LOCALQ > 2 || (LOCALQ && (GRIDQ != 2 || !SMEMSUMS || BULK))
+#error "mmq_direct_q8.cu: LOCALQ 0..2, 1..2 with GRIDQ 2, SMEMSUMS 1 and BULK 0"
 #endif
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
@@ -331,11 +333,9 @@ __device__ __forceinline__ void split_sum(int bsum, __half& hi, __half& lo) {
 }
 
 // One (token, super-block) `unit` of the activations quantized by one warp, written in the layouts above.
-// One unit (256 values of a token) quantized by a warp into its 64 staged words, its scale and its 8 sums' 16 halves,
-// wherever they go: the pass's global buffers, or (LOCALQ) the CTA's staged rows and SMEMSUMS's arrays
-__device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_unit, uint32_t* words, float* scale,
-                                                   __half* sums_unit, int lane) {
-    const Q8Lanes q = quantize_lanes(x_unit, lane);
+// One unit (256 values of a token), quantized by a warp, stored as its 64 staged words, its scale and its 8 sums' 16
+// halves, wherever they go: the pass's global buffers, or (LOCALQ) the CTA's staged rows and SMEMSUMS's arrays
+__device__ __forceinline__ void store_unit(const Q8Lanes& q, uint32_t* words, float* scale, __half* sums_unit, int lane) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) words[staged_word(2 * lane + e)] = q.packed[e];
     if (lane == 0) *scale = q.scale;
@@ -346,6 +346,11 @@ __device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_u
         __half* out = sums_unit + 4 * (j >> 1) + (j & 1);
         out[0] = hi, out[2] = lo;
     }
+}
+
+__device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_unit, uint32_t* words, float* scale,
+                                                   __half* sums_unit, int lane) {
+    store_unit(quantize_lanes(x_unit, lane), words, scale, sums_unit, lane);
 }
 
 __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
@@ -626,8 +631,28 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
         }
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
-        if constexpr (LOCALQ > 0) TRACE_MARK(1);  // (the count is awaited in the loop)
-        for (int u = first_unit + warp; u < range_units; u += stride)  // warp-uniform
+        constexpr int kLocalPerWarp = (16 * LOCALQ + WARPS - 1) / WARPS;
+        float lv[kLocalPerWarp > 0 ? kLocalPerWarp : 1][8];  // LOCALQ: this warp's local units' x, loaded with its first
+        int u = first_unit + warp;                           // shared unit's (one round trip for all of them)
+        if constexpr (LOCALQ > 0) {
+            TRACE_MARK(1);  // (the count is awaited in the loop)
+            float gv[8];
+            if (u < range_units) mmq::load8(X + unit_of(u) * 256 + 8 * lane, gv);
+#pragma unroll
+            for (int i = 0; i < kLocalPerWarp; ++i) {
+                const int lu = warp + i * WARPS;
+                if (lu < rows * local_sbs) mmq::load8(X + local_unit(lu) * 256 + 8 * lane, lv[i]);
+            }
+            if (u < range_units) {  // the count's unit first
+                const long long unit = unit_of(u);
+                const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
+                store_unit(quantize_values(gv), reinterpret_cast<uint32_t*>(Q8) + unit * 64,
+                           D8 + ((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15),
+                           reinterpret_cast<__half*>(S) + unit * 16, lane);
+                u += stride;
+            }
+        }
+        for (; u < range_units; u += stride)  // warp-uniform
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
         __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one add
         if (threadIdx.x == 0 && mine) {  // after the barrier: a release cumulative over the CTA's stores
@@ -640,12 +665,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
         if constexpr (LOCALQ > 0) {  // row r's super-block sb into its staged row, scale and sums (SMEMSUMS's layout)
-            for (int lu = warp; lu < rows * local_sbs; lu += WARPS) {
-                const int r = lu / local_sbs, sb = lu % local_sbs;
+#pragma unroll
+            for (int i = 0; i < kLocalPerWarp; ++i) {
+                const int lu = warp + i * WARPS, r = lu / local_sbs, sb = lu % local_sbs;
+                if (lu >= rows * local_sbs) break;  // warp-uniform
                 uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * sb;
-                quantize_unit_into(X + local_unit(lu) * 256, reinterpret_cast<uint32_t*>(xs + r * kXStride + sb * 256),
-                                   reinterpret_cast<float*>(smem + kD8At) + sb * 16 + r,
-                                   reinterpret_cast<__half*>(sums_unit), lane);
+                store_unit(quantize_values(lv[i]), reinterpret_cast<uint32_t*>(xs + r * kXStride + sb * 256),
+                           reinterpret_cast<float*>(smem + kD8At) + sb * 16 + r, reinterpret_cast<__half*>(sums_unit),
+                           lane);
             }
             __syncthreads();  // (before the loop reads them)
         }
