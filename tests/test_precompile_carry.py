@@ -1,5 +1,5 @@
 """scripts/precompile.py's carry count: what a device call takes against its 64 MiB limit (git's tracked files and the
-carried paths), so an export says before the call whether the call would be refused."""
+carried paths, counted as a tar of them), so an export says before the call whether the call would be refused."""
 import importlib.util
 import subprocess
 from pathlib import Path
@@ -9,23 +9,29 @@ precompile = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(precompile)
 
 
-def test_carry_counts_tracked_files_and_carried_paths_not_untracked_ones(tmp_path):
+def test_carry_counts_what_travels_tracked_unignored_and_carried_files_not_ignored_ones(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "tracked.bin").write_bytes(b"x" * 1000)
     (repo / "sub").mkdir()
     (repo / "sub" / "also.txt").write_bytes(b"y" * 200)
-    (repo / "untracked.bin").write_bytes(b"z" * 5000)
-    subprocess.run(["git", "-C", str(repo), "add", "tracked.bin", "sub/also.txt"], check=True)
+    (repo / ".gitignore").write_text("/ignored.bin\n/.cache/\n/.whl/\n")
+    (repo / "ignored.bin").write_bytes(b"z" * 5000)
+    subprocess.run(["git", "-C", str(repo), "add", "tracked.bin", "sub/also.txt", ".gitignore"], check=True)
+    (repo / "untracked.txt").write_bytes(b"u" * 600)  # not ignored: it travels
     cache = repo / ".cache" / "run"
     cache.mkdir(parents=True)
     (cache / "a.cubin.gz").write_bytes(b"c" * 300)
     (cache / "a.json").write_bytes(b"j" * 40)
-    wheel = repo / "w.whl"
-    wheel.write_bytes(b"w" * 7)
-    assert precompile.carry_bytes(repo, []) == 1200
-    assert precompile.carry_bytes(repo, [cache, wheel, repo / "missing"]) == 1200 + 340 + 7
+    wheels = repo / ".whl"
+    wheels.mkdir()
+    (wheels / "w.whl").write_bytes(b"w" * 7)
+    # a tar's 512-byte header and 512-byte blocks per file: 1000, 200, .gitignore's 30 and the untracked 600 bytes
+    travels = (512 + 1024) + (512 + 512) + (512 + 512) + (512 + 1024)
+    assert precompile.carry_bytes(repo, []) == travels
+    assert precompile.carry_bytes(repo, [cache, wheels, repo / "missing"]) == travels + 3 * (512 + 512)
+    assert precompile.carry_bytes(repo, [repo / "untracked.txt"]) == travels  # carried and not ignored: once
 
 
 def test_an_exported_cache_carries_no_sass_and_a_load_disassembles_the_cubin(tmp_path, monkeypatch):
