@@ -44,9 +44,10 @@ Parameters (compile time unless said):
   LOCALQ      n = 1..2 (GRIDQ 2, SMEMSUMS 1, BULK 0): each CTA quantizes the first n super-blocks of its range for its 16
               tokens itself, straight into its shared memory (all the range's CTAs the same ones: n x 16 KB of x read
               from L2 by each, loaded together with the warp's first shared unit: one round trip), and the range's CTAs
-              share only the rest through the count, which each CTA waits for just before its super-block n. Its first n super-blocks need no global round trip (store, release,
-              count, acquire, copy back: ~4.5 us from the kernel before's end, runs 109-112), so their weights stream
-              while the count comes
+              share only the rest through the count, which each CTA waits for just before its super-block n. Its first
+              n super-blocks need no global round trip (store, release, count, acquire, copy back: ~4.5 us from the
+              kernel before's end, runs 109-112), so their weights stream while the count comes. Measured and not
+              promoted (runs 113-114: 7-8 % slower; an L2 round trip under the weight stream takes 2.5-3 us)
   CLUSTERQ    n = 1, 2, 4, 8 (PDL 0 or 2): one launch, no pass. The n CTAs of a thread-block cluster along M (one K
               range and token tile) quantize the range's f32 activations once, each a share, into every member's
               shared memory (st.async, completing on the member's mbarrier: no release fence, no cluster-wide barrier;
@@ -111,7 +112,8 @@ BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a 
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
-            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0, "SPLITK": 0}
+            "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
+            "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)

@@ -193,7 +193,7 @@ def export(compiled: list, dest: Path, fresh: bool = True) -> None:
         for path in nvcc.cache_dir().glob(f"{c.key}.*"):
             if path.suffix == ".cubin":  # ~3.5x smaller gzipped: more configurations fit the carry limit
                 (dest / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), 6))
-            elif path.name.endswith((".json",)):
+            elif path.suffix == ".json":
                 shutil.copy2(path, dest / path.name)
     size = sum(p.stat().st_size for p in dest.iterdir())
     print(f"exported {len(compiled)} entries; {dest} holds {size / 2**20:.1f} MiB")
@@ -206,9 +206,9 @@ CARRY_LIMIT = 64 * 2**20  # what one device call may carry: the tracked files an
 
 
 def carry_bytes(root: Path, carried: list[Path]) -> int:
-    """Bytes a device call takes, counted as a tar of what travels: every file git tracks or does not ignore under `root`
-    plus every file under the carried paths, each a 512-byte header and its size rounded up to 512. The device tool's limit behaves
-    so (run 114's calls: 63.4 MiB of tar passed, 64.1 was refused, while the plain sizes were 62.8 and 63.5 MiB)."""
+    """Bytes a device call takes, counted as a tar of what travels: every file git tracks or does not ignore under
+    `root` plus every file under the carried paths, each a 512-byte header and its size rounded up to 512. The device
+    tool's limit behaves so (run 114's calls: 63.4 MiB of tar passed, 64.1 was refused; plain sizes 62.8 and 63.5)."""
     import subprocess
 
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -217,6 +217,7 @@ def carry_bytes(root: Path, carried: list[Path]) -> int:
     files |= {f for path in carried if path.exists() for f in ([path] if path.is_file() else path.rglob("*"))
               if f.is_file()}  # (a carried path git does not ignore travels once)
     return sum(512 + -(-f.stat().st_size // 512) * 512 for f in files)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

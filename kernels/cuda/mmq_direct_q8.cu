@@ -332,7 +332,6 @@ __device__ __forceinline__ void split_sum(int bsum, __half& hi, __half& lo) {
     lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
 }
 
-// One (token, super-block) `unit` of the activations quantized by one warp, written in the layouts above.
 // One unit (256 values of a token), quantized by a warp, stored as its 64 staged words, its scale and its 8 sums' 16
 // halves, wherever they go: the pass's global buffers, or (LOCALQ) the CTA's staged rows and SMEMSUMS's arrays
 __device__ __forceinline__ void store_unit(const Q8Lanes& q, uint32_t* words, float* scale, __half* sums_unit, int lane) {
@@ -353,6 +352,7 @@ __device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_u
     store_unit(quantize_lanes(x_unit, lane), words, scale, sums_unit, lane);
 }
 
+// One (token, super-block) `unit` of the activations quantized by one warp, written in the layouts above.
 __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint32_t* __restrict__ q8,
                                               float* __restrict__ d8, __half* __restrict__ sums, long long unit,
                                               int lane, int nsb) {
