@@ -54,6 +54,7 @@ CONFIGS = [
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LOCALQ": 1},  # SB 0 local
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},  # short ranges: some all local
     {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "LOCALQ": 2},  # 4 local units a warp
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1},  # q4_K's T=16 champion (run 110)
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -120,7 +121,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (29, "q5_K"), (30, "q4_K"), (31, "q4_K"), (31, "q5_K"), (32, "q4_K"), (33, "q4_K"),
                                         (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K"), (36, "q4_K"),
                                         (36, "q5_K"), (37, "q4_K"), (38, "q4_K"),
-                                        (38, "q5_K"), (39, "q4_K"), (40, "q5_K")])
+                                        (38, "q5_K"), (39, "q4_K"), (40, "q5_K"), (41, "q4_K"),
+                                        (41, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
