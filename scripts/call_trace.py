@@ -1,7 +1,8 @@
 """Where a `direct_q8` call's time goes, CTA by CTA: the TRACE=1 probe of kernels/cuda/mmq_direct_q8.cu has every CTA of
 the activation pass and of the GEMM record %globaltimer when it starts, when its wait for the kernel before returns,
 when its first work is ready (the pass: its first unit stored; the GEMM: its first super-block's weights and activations
-landed) and when it ends. Calls run back to back on rotated inputs, queued behind the timer's spin kernel, as the
+landed) and when it ends; a one-launch GEMM (GRIDQ 2) also when its own wait for the kernel before returns (`resumed`)
+and when its count's add is done (`published`, CTAs that quantized), its `waited` being its range's count seen. Calls run back to back on rotated inputs, queued behind the timer's spin kernel, as the
 bench times them.
 
     python3 scripts/call_trace.py --type q4_K --shape 4096x14336 --T 16 --calls 6 --out DIR \\
@@ -23,10 +24,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-FIELDS = ["kernel", "sm", "launch", "cta", "start", "waited", "ready", "end"]
+TIMES = ["start", "waited", "ready", "end", "resumed", "published"]  # a record's words 2..7
+FIELDS = ["kernel", "sm", "launch", "cta", *TIMES]
 KERNELS = {0: "pass", 1: "gemm"}
 PHASES = {  # name: (from, to), each "<kernel>.<event>" of this call, "prev_gemm.end" of the call before
     "gemm_before_end->pass_waited": ("prev_gemm.end", "pass.waited"),
+    "gemm_before_end->gemm_resumed": ("prev_gemm.end", "gemm.resumed"),  # GRIDQ 2: its wait for the kernel before,
+    "gemm_resumed->gemm_published": ("gemm.resumed", "gemm.published"),  # its share quantized and released,
+    "gemm_published->gemm_waited": ("gemm.published", "gemm.waited"),  # its range's count seen
     "pass_waited->pass_end": ("pass.waited", "pass.end"),
     "pass_end->gemm_waited": ("pass.end", "gemm.waited"),
     "gemm_waited->gemm_ready": ("gemm.waited", "gemm.ready"),
@@ -36,16 +41,17 @@ PHASES = {  # name: (from, to), each "<kernel>.<event>" of this call, "prev_gemm
 
 
 def unpack(raw: np.ndarray) -> pd.DataFrame:
-    """dq8_trace records [n, 6] uint64 -> one row per CTA (times in ns, as recorded)."""
-    raw = np.asarray(raw, np.uint64).reshape(-1, 6)
+    """dq8_trace records [n, 8] uint64 -> one row per CTA (times in ns, as recorded; 0: not recorded)."""
+    raw = np.asarray(raw, np.uint64).reshape(-1, 2 + len(TIMES))
     return pd.DataFrame({
         "kernel": (raw[:, 0] >> np.uint64(32)).astype(np.int64), "sm": (raw[:, 0] & np.uint64(0xFFFFFFFF)).astype(np.int64),
         "launch": (raw[:, 1] >> np.uint64(32)).astype(np.int64), "cta": (raw[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64),
-        **{name: raw[:, 2 + i].astype(np.int64) for i, name in enumerate(["start", "waited", "ready", "end"])}})
+        **{name: raw[:, 2 + i].astype(np.int64) for i, name in enumerate(TIMES)}})
 
 
 def events(records: pd.DataFrame) -> pd.DataFrame:
-    """Per call (launch index) and kernel: the first CTA's start, the median CTA's wait and ready, the last CTA's end."""
+    """Per call (launch index) and kernel: the first CTA's start, the median CTA's wait and ready (and, where recorded,
+    resumed and published), the last CTA's end."""
     rows = {}
     for (kernel, launch), g in records.groupby(["kernel", "launch"]):
         name = KERNELS[int(kernel)]
@@ -54,6 +60,9 @@ def events(records: pd.DataFrame) -> pd.DataFrame:
         row[f"{name}.waited"] = g["waited"].median()
         row[f"{name}.ready"] = g.loc[g["ready"] > 0, "ready"].median()  # 0: a CTA that never got there (a probe)
         row[f"{name}.end"] = g["end"].max()
+        for event in ("resumed", "published"):  # GRIDQ 2's (published: the CTAs that quantized)
+            if (g[event] > 0).any():
+                row[f"{name}.{event}"] = g.loc[g[event] > 0, event].median()
         row[f"{name}.ctas"] = len(g)
     out = pd.DataFrame.from_dict(rows, orient="index").sort_index()
     out["prev_gemm.end"] = out["gemm.end"].shift(1)
@@ -73,7 +82,7 @@ def phases(records: pd.DataFrame) -> pd.DataFrame:
 
 def resolution_ns(records: pd.DataFrame) -> int:
     """The smallest step between distinct recorded times: %globaltimer's update interval, at most."""
-    times = np.unique(records[["start", "waited", "ready", "end"]].to_numpy().ravel())
+    times = np.unique(records[TIMES].to_numpy().ravel())
     times = times[times > 0]
     steps = np.diff(times)
     return int(steps.min()) if len(steps) else 0
@@ -92,9 +101,13 @@ def plot(records: pd.DataFrame, path: Path, title: str, calls: int = 3) -> None:
         color = "tab:orange" if r["kernel"] == 0 else "tab:blue"
         ax.plot([(r["start"] - t0) / 1e3, (r["end"] - t0) / 1e3], [y, y], color=color, lw=0.6)
         ax.plot([(r["waited"] - t0) / 1e3], [y], "|", color="black", ms=2)
+        for event, color in (("resumed", "tab:purple"), ("published", "tab:red")):
+            if r[event] > 0:
+                ax.plot([(r[event] - t0) / 1e3], [y], "|", color=color, ms=2)
         if r["ready"] > 0:
             ax.plot([(r["ready"] - t0) / 1e3], [y], "|", color="tab:green", ms=2)
-    ax.set_xlabel("us (orange: pass CTAs, blue: GEMM CTAs; black tick: wait returned, green: first work ready)")
+    ax.set_xlabel("us (orange: pass CTAs, blue: GEMM CTAs; black tick: wait returned (GRIDQ 2: count seen), green: "
+                  "first work ready; GRIDQ 2: purple resumed, red published)")
     ax.set_ylabel("CTA, by start")
     ax.set_title(title)
     fig.tight_layout()
@@ -113,9 +126,10 @@ def read_trace(modules) -> pd.DataFrame:
         ptr, size = m.global_ptr("dq8_trace")
         raw = np.zeros(size // 8, np.uint64)
         drv.memcpy_dtoh(raw, ptr)
-        if int(n[0]) > size // 48:  # the rest were dropped: a trace with holes would misplace phases
-            raise ValueError(f"{int(n[0])} CTAs recorded but the trace holds {size // 48}: run fewer --calls")
-        frames.append(unpack(raw.reshape(-1, 6)[: int(n[0])]))
+        words = 2 + len(TIMES)
+        if int(n[0]) > size // (8 * words):  # the rest were dropped: a trace with holes would misplace phases
+            raise ValueError(f"{int(n[0])} CTAs recorded but the trace holds {size // (8 * words)}: run fewer --calls")
+        frames.append(unpack(raw.reshape(-1, words)[: int(n[0])]))
     return pd.concat(frames, ignore_index=True)
 
 

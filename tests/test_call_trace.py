@@ -15,8 +15,8 @@ call_trace = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(call_trace)
 
 
-def record(kernel, sm, launch, cta, start, waited, ready, end):
-    return [kernel << 32 | sm, launch << 32 | cta, start, waited, ready, end]
+def record(kernel, sm, launch, cta, start, waited, ready, end, resumed=0, published=0):
+    return [kernel << 32 | sm, launch << 32 | cta, start, waited, ready, end, resumed, published]
 
 
 def synthetic(with_pass=True):
@@ -45,6 +45,22 @@ def test_each_call_s_phases_from_the_median_cta_and_the_last_to_end():
     assert list(table.index) == [1, 2]  # the first call has no GEMM before it in the trace
     expect = {"gemm_before_end->pass_waited": 0.3, "pass_waited->pass_end": 0.7, "pass_end->gemm_waited": 0.5,
               "gemm_waited->gemm_ready": 1.0, "gemm_ready->gemm_end": 7.5, "call": 10.0}
+    for name, us in expect.items():
+        assert table[name].tolist() == pytest.approx([us, us]), name
+
+
+def test_a_one_launch_gemm_s_wait_splits_into_resumed_published_and_the_count_seen():
+    """GRIDQ 2: no pass; each GEMM CTA resumes after the kernel before (median e + 1000), the CTAs that quantized have
+    published their share (median of those only, e + 2500; the others record 0), and the count is seen at e + 4000."""
+    rows = []
+    for call in range(3):
+        e = 100_000 + 15_000 * call  # the call before's GEMM end
+        for cta, published in enumerate([e + 2400, e + 2500, e + 2600, 0, 0]):
+            rows.append(record(1, cta, call, cta, e - 3000, e + 4000, e + 5500, e + 15_000, e + 1000, published))
+    table = call_trace.phases(call_trace.unpack(np.array(rows, np.uint64)))
+    expect = {"gemm_before_end->gemm_resumed": 1.0, "gemm_resumed->gemm_published": 1.5,
+              "gemm_published->gemm_waited": 1.5, "gemm_waited->gemm_ready": 1.5, "call": 15.0}
+    assert set(table.columns) == set(expect) | {"gemm_ready->gemm_end"}
     for name, us in expect.items():
         assert table[name].tolist() == pytest.approx([us, us]), name
 
@@ -92,6 +108,9 @@ def test_trace_reads_the_timer_at_four_points_of_every_cta_of_both_kernels(qtype
     sass = nvcc.sass_functions(compiled.sass)
     for kernel in ("mmq_direct_q8_gemm", "direct_q8_pass"):
         assert sass[kernel].count("GLOBALTIMER") == 4, kernel
+    one_launch = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "TRACE": 1}
+    gemm = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(one_launch, qtype).sass)["mmq_direct_q8_gemm"]
+    assert gemm.count("GLOBALTIMER") == 6  # and resumed, published
     plain = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**params, "TRACE": 0}, qtype).sass)
     assert "GLOBALTIMER" not in plain["mmq_direct_q8_gemm"] and "GLOBALTIMER" not in plain["direct_q8_pass"]
     # the records under their C names, which call_trace.py asks each loaded module for (not a namespace's mangled ones)

@@ -180,7 +180,8 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     """scripts/call_trace.py on the GPU: every CTA of each call's pass and GEMM leaves one record, launch by launch,
     with start <= waited <= ready <= end; the GEMM's wait returns only after its pass's last CTA ended (a dependent
     launch's griddepcontrol.wait; PASSFLAG: only after some pass CTA had its first unit), and with PDL 2 each pass's
-    wait only after the GEMM before it ended."""
+    wait only after the GEMM before it ended; GRIDQ 2: every CTA resumes after the GEMM before ended, and a CTA that
+    quantized publishes its share after resuming and before its range's count is seen."""
     from tests.test_call_trace import call_trace  # the script, loaded once by its CI tests
 
     params = TRACED[cfg]
@@ -204,8 +205,11 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
     assert len(ready) == len(records) and (ready["waited"] <= ready["ready"]).all() and (ready["ready"] <= ready["end"]).all()
     if not pass_ctas:  # GRIDQ 2: each GEMM's CTAs quantize only after the GEMM before has ended
         ends = records[records.kernel == 1].groupby("launch")["end"].max().to_numpy()
-        waits = records[records.kernel == 1].groupby("launch")["waited"].min().to_numpy()
-        assert (waits[1:] >= ends[:-1]).all()
+        resumed = records[records.kernel == 1].groupby("launch")["resumed"].min().to_numpy()
+        assert (resumed[1:] >= ends[:-1]).all() and (records["resumed"] > 0).all()
+        published = records[records["published"] > 0]  # the CTAs that quantized: after resuming, before the count
+        assert len(published) and (published["resumed"] <= published["published"]).all()
+        assert (published["published"] <= published["waited"]).all() and (records["resumed"] <= records["waited"]).all()
         return
     ev = call_trace.events(records)
     first_gemm_wait = records[records.kernel == 1].groupby("launch")["waited"].min()

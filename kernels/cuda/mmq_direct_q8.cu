@@ -154,7 +154,7 @@
 
 #if TRACE  // the records (C names: scripts/call_trace.py reads them by name from each loaded module)
 extern "C" {
-__device__ unsigned long long dq8_trace[16384][6];
+__device__ unsigned long long dq8_trace[16384][8];
 __device__ unsigned dq8_trace_n, dq8_trace_started[2];
 }
 #endif
@@ -178,8 +178,9 @@ constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
 constexpr int kSmemBytes = kSumsAt + kSumsBytes;
 
 #if TRACE
-// TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end} (ns);
-// records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
+// TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end,
+// resumed, published} (ns; GRIDQ 2 only, else 0: its return from the wait for the kernel before, and its count's add
+// done); records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
 
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
@@ -188,10 +189,10 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 struct CtaTrace {  // kept by thread 0
-    unsigned long long t[4];
+    unsigned long long t[6];
     unsigned start_index;
     __device__ __forceinline__ void begin(int kernel) {
-        t[0] = global_ns(), t[1] = t[2] = 0;  // (a PROBE 2 GEMM has no first super-block: ready stays 0)
+        t[0] = global_ns(), t[1] = t[2] = t[4] = t[5] = 0;  // (a PROBE 2 GEMM has no first super-block: ready stays 0)
         start_index = atomicAdd(&dq8_trace_started[kernel], 1u);  // its result is needed only at the end
     }
     __device__ __forceinline__ void mark(int i) { t[i] = global_ns(); }
@@ -204,7 +205,7 @@ struct CtaTrace {  // kept by thread 0
             unsigned long long* r = dq8_trace[slot];
             r[0] = static_cast<unsigned long long>(kernel) << 32 | sm;
             r[1] = static_cast<unsigned long long>(start_index / ctas) << 32 | (start_index % ctas);
-            r[2] = t[0], r[3] = t[1], r[4] = t[2], r[5] = t[3];
+            r[2] = t[0], r[3] = t[1], r[4] = t[2], r[5] = t[3], r[6] = t[4], r[7] = t[5];
         }
     }
 };
@@ -631,6 +632,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
         }
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
+        TRACE_MARK(4);
         constexpr int kLocalPerWarp = (16 * LOCALQ + WARPS - 1) / WARPS;
         float lv[kLocalPerWarp > 0 ? kLocalPerWarp : 1][8];  // LOCALQ: this warp's local units' x, loaded with its first
         int u = first_unit + warp;                           // shared unit's (one round trip for all of them)
@@ -663,6 +665,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 atomicAdd(range_count, mine);
             }
         }
+        if (mine) TRACE_MARK(5);  // (after the release: its fence has waited for the CTA's stores)
         if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
         if constexpr (LOCALQ > 0) {  // row r's super-block sb into its staged row, scale and sums (SMEMSUMS's layout)
 #pragma unroll
