@@ -119,6 +119,11 @@ COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ"
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
+# on/off options of GRIDQ 2's count and staging: what each does, as an invalid configuration is told
+GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its count's add",
+                   "SMEMSUMS": "the range's scales and sums staged in shared memory",
+                   "POLLACQ": "each poll of the range's count an acquire load",
+                   "RELADD": "the count's add one red.release, no sequential fence"}
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 
 
@@ -187,14 +192,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                                                              or p["NOPASS"])):
         return (f"PASSFLAG={p['PASSFLAG']}: 0, or 1 / 2 with PDL 2, CLUSTERQ 0, GRIDQ 0 and NOPASS 0 (a pass whose "
                 f"counters the GEMM waits on)")
-    if p["QFIRST"] not in (0, 1) or (p["QFIRST"] and p["GRIDQ"] != 2):
-        return f"QFIRST={p['QFIRST']}: 0, or 1 with GRIDQ 2 (a CTA that quantizes copies its ring after its count's add)"
-    if p["SMEMSUMS"] not in (0, 1) or (p["SMEMSUMS"] and p["GRIDQ"] != 2):
-        return f"SMEMSUMS={p['SMEMSUMS']}: 0, or 1 with GRIDQ 2 (the range's scales and sums staged in shared memory)"
-    if p["POLLACQ"] not in (0, 1) or (p["POLLACQ"] and p["GRIDQ"] != 2):
-        return f"POLLACQ={p['POLLACQ']}: 0, or 1 with GRIDQ 2 (each poll of the range's count an acquire load)"
-    if p["RELADD"] not in (0, 1) or (p["RELADD"] and p["GRIDQ"] != 2):
-        return f"RELADD={p['RELADD']}: 0, or 1 with GRIDQ 2 (the count's add one red.release, no sequential fence)"
+    for name, what in GRIDQ2_SWITCHES.items():
+        if p[name] not in (0, 1) or (p[name] and p["GRIDQ"] != 2):
+            return f"{name}={p[name]}: 0, or 1 with GRIDQ 2 ({what})"
     if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
         return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")

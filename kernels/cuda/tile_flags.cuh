@@ -1,5 +1,5 @@
 // A split K's CTAs adding into C with reds, with no pass to zero C first (mmq_direct's ATOMIC 2, mmq_direct_q8's
-// CLUSTERQ): the first split's CTA of each tile zeroes the tile as it starts and publishes the launch's `epoch` (the
+// CLUSTERQ and GRIDQ 2): the first split's CTA of each tile zeroes the tile as it starts and publishes the launch's `epoch` (the
 // launcher's count of launches, never 0) in the tile's flag; the other splits' CTAs wait for that epoch before their
 // reds. By then it is long published (the zeroing is the first thing split 0 does), so the wait is one load. Split 0's
 // CTAs come first in the grid's order, so a waiting CTA never holds up the one it waits for (CUTLASS's serial split-K
