@@ -65,6 +65,10 @@ Parameters (compile time unless said):
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
               L2AHEAD before the GEMM waits for its pass, then one per loop step: the weights stream while the pass
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
+  SKEW        n = 1..3 (GRIDQ 2): the K ranges started first (low blockIdx.y) take up to n super-blocks more and the
+              last ones as many fewer, within XSHARED and a quarter of a range at most (range_starts): a call's CTAs start in
+              blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7 us after
+              the first, the call lasting until its last CTA ends
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -113,9 +117,9 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITK": 0}
+            "SKEW": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SKEW", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -198,6 +202,8 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
         return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")
+    if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
+        return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
         return f"TRACE={p['TRACE']}: 0, or a timing probe 1 (with GRIDQ 0 or 2 and CLUSTERQ 0)"
     if p["PDL"] not in (0, 1, 2):
@@ -206,6 +212,15 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype) + static_smem_bytes(p), device_info or {})
+
+
+def range_starts(nsb: int, ranges: int, params: dict) -> list[int]:
+    """Where each of the kernel's K ranges begins, and K's end (range_begin in mmq_direct_q8.cu): nsb super-blocks split
+    evenly, then SKEW of them moved from each range in the later half to one in the earlier half, as many as XSHARED
+    allows and at most a quarter of an even range (a 3:1 split of 4096x4096's ranges of 2 would undo what it gains)."""
+    p = full_params(params)
+    skew = max(0, min(p["SKEW"], p["XSHARED"] - -(-nsb // ranges), nsb // ranges // 4))
+    return [y * nsb // ranges + skew * min(y, ranges - y) for y in range(ranges + 1)]
 
 
 def tile_weights(w_packed: np.ndarray, sb_major: bool = False, qtype: str = "q4_K") -> np.ndarray:

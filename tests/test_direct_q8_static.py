@@ -143,6 +143,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"RELADD": 1, "CLUSTERQ": 2, "PDL": 0}, "RELADD=1"), ({"RELADD": 2, "GRIDQ": 2, "PDL": 2}, "RELADD=2"),
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2}, "LOCALQ=1"), ({"LOCALQ": 3, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LOCALQ=3"),
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
+    ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"), ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -175,7 +176,8 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1},
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},
-                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 1}])
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 1},
+                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SKEW": 2}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -594,3 +596,37 @@ def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoc
         assert list(a[-4:]) == [bound.x[epoch - 1].ptr, bound.counters.ptr, bound.flags.ptr, epoch]
     with pytest.raises(ValueError, match="GRIDQ=2: .* at once"):
         recorded({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SPLITK": 16})
+
+
+@pytest.mark.parametrize("nsb, ranges", [(56, 8), (56, 7), (16, 2), (16, 4), (16, 8), (24, 3), (8, 8), (1, 1), (67, 9)])
+@pytest.mark.parametrize("skew", [0, 1, 2, 3])
+@pytest.mark.parametrize("xshared", [3, 8])
+def test_skewed_k_ranges_cover_k_once_each_within_xshared_and_never_empty(nsb, ranges, skew, xshared):
+    """SKEW's split (range_starts, as range_begin in the kernel): consecutive ranges that cover every super-block once,
+    each 1..XSHARED long wherever the even split is, none moved by more than a quarter of an even range, the first ones at least as long as the last ones, and SKEW 0 the
+    even split itself (the kernel's before SKEW)."""
+    params = {"SKEW": skew, "XSHARED": xshared, "GRIDQ": 2, "PDL": 2}
+    starts = mmq_direct_q8.range_starts(nsb, ranges, params)
+    even = [y * nsb // ranges for y in range(ranges + 1)]
+    sizes = np.diff(starts)
+    assert starts[0] == 0 and starts[-1] == nsb and (sizes >= 1).all()
+    if np.diff(even).max() <= xshared:
+        assert sizes.max() <= xshared
+    if skew == 0:
+        assert starts == even
+    else:
+        moved = np.array(starts) - np.array(even)
+        assert np.abs(sizes - np.diff(even)).max() <= max(1, nsb // ranges // 4) * (nsb // ranges >= 4)
+        assert (moved >= 0).all() and (moved[:ranges // 2 + 1] == np.maximum.accumulate(moved[:ranges // 2 + 1])).all()
+
+
+def test_skew_moves_the_anchors_super_blocks_to_the_ranges_started_first():
+    """q4_K 4096x14336 at T=16 (56 super-blocks over 8 ranges, XSHARED 8): SKEW 1 makes the first four ranges 8 long
+    and the last four 6; SKEW 2 can do no more within XSHARED 8; 14336x4096's two full ranges of 8 stay as they are,
+    and ranges of 2 (4096x4096 over 8) shorter than 4 are not skewed at all."""
+    p = {"GRIDQ": 2, "PDL": 2, "XSHARED": 8}
+    assert np.diff(mmq_direct_q8.range_starts(56, 8, {**p, "SKEW": 1})).tolist() == [8] * 4 + [6] * 4
+    assert mmq_direct_q8.range_starts(56, 8, {**p, "SKEW": 2}) == mmq_direct_q8.range_starts(56, 8, {**p, "SKEW": 1})
+    assert mmq_direct_q8.range_starts(16, 2, {**p, "SKEW": 3}) == [0, 8, 16]
+    assert mmq_direct_q8.range_starts(16, 8, {**p, "SKEW": 1}) == list(range(0, 17, 2))  # (4096x4096: 3:1 no)
+    assert np.diff(mmq_direct_q8.range_starts(16, 4, {**p, "SKEW": 2})).tolist() == [5, 5, 3, 3]

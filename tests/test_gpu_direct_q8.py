@@ -55,6 +55,10 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},  # short ranges: some all local
     {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "LOCALQ": 2},  # 4 local units a warp
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1},  # q4_K's T=16 champion (run 110)
+    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1},  # q4_K's T=16 champion (run 118)
+    # K ranges of unequal length (SKEW): 4 ranges (K of 4096: 5, 5, 3, 3 super-blocks; 6144: 7, 7, 5, 5), 3 (6, 5, 5)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SKEW": 1, "SPLITK": 4},
+    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SKEW": 2, "SPLITK": 3},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -142,12 +146,14 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
 
 def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
-    super-blocks past the LOCALQ ones (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K)."""
+    super-blocks past the LOCALQ ones (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K,
+    SKEW's too: a range the kernel made longer or shorter than range_starts says shows in its count)."""
     gx, gy, gz = grid
     if params["GRIDQ"] == 1:
         return np.array([gx * gy * gz])
-    nsb = K // 256
-    ranges = [(y + 1) * nsb // gy - y * nsb // gy for y in range(gy)]  # LOCALQ: each CTA quantizes the first ones itself
+    from kernels import mmq_direct_q8
+
+    ranges = np.diff(mmq_direct_q8.range_starts(K // 256, gy, params))  # LOCALQ: each CTA quantizes the first ones itself
     return np.array([min(16, T - 16 * z) * (n - min(params["LOCALQ"], n)) for z in range(gz) for n in ranges])
 
 

@@ -99,6 +99,10 @@
                   // through the count, which a CTA then waits for only before its super-block n: its first n
                   // super-blocks stream while the count comes (run 113: loading the local units one after the other
                   // put three L2 round trips under load, 1-1.5 us each, before the first super-block)
+#ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
+#define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
+#endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
+                // the first, while the call lasts until its last CTA ends
 #ifndef PROBE  // timing probes, not kernels (wrong numbers): 1 the loop only streams the weights through the ring (one
 #define PROBE 0  // word of each landed slot read); 2 no loop (the prologue's copies land, the reds: the call's fixed cost)
 #endif
@@ -145,6 +149,9 @@
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
 #endif
+#if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
+#error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
+#endif
 #if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
 #error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
 #endif
@@ -176,6 +183,18 @@ constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * 8 + XSHARED * 16 * 4 
 constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
 constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
 constexpr int kSmemBytes = kSumsAt + kSumsBytes;
+
+// The first super-block of K range y of `ranges` (range y ends where y + 1 begins); SKEW moves super-blocks from the
+// ranges started last to the ones started first, as many as XSHARED allows and at most a quarter of an even range
+// (unsigned as blockIdx and gridDim are: the unskewed split's SASS is the one before SKEW)
+__device__ __forceinline__ int range_begin(unsigned y, unsigned ranges, int nsb) {
+    int skew = 0;
+    if constexpr (SKEW > 0) {
+        const int n = static_cast<int>(ranges);
+        skew = max(0, min(SKEW, min(XSHARED - (nsb + n - 1) / n, nsb / n / 4)));
+    }
+    return y * nsb / ranges + skew * min(y, ranges - y);
+}
 
 #if TRACE
 // TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end,
@@ -524,7 +543,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     CtaTrace trace;
     TRACE_BEGIN(1);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int nsb = K / 256, sb_begin = blockIdx.y * nsb / gridDim.y, sb_end = (blockIdx.y + 1) * nsb / gridDim.y;
+    const int nsb = K / 256, sb_begin = range_begin(blockIdx.y, gridDim.y, nsb);
+    const int sb_end = range_begin(blockIdx.y + 1, gridDim.y, nsb);
     const int nrange = sb_end - sb_begin;
     if (nrange > XSHARED) __trap();  // the launcher splits K so that a range fits
     const int row0 = (blockIdx.x * WARPS + warp) * 16, tok0 = blockIdx.z * 16, rows = min(16, T - tok0);
