@@ -65,6 +65,10 @@ Parameters (compile time unless said):
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
               L2AHEAD before the GEMM waits for its pass, then one per loop step: the weights stream while the pass
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
+  XBULK       1 (GRIDQ 2, SMEMSUMS 1, LOCALQ 0): the range's activations, sums and scales staged by the copy engine, a
+              bulk copy per token row issued by warp 0 as the count is seen, landing on one mbarrier, instead of ~2000
+              16-byte cp.async queued behind the SM's own weight copies (run 118: 1.8 us from the count seen to the
+              first super-block, an L2 hit's round trip)
   SKEW        n = 1..3 (GRIDQ 2): the K ranges started first (low blockIdx.y) take up to n super-blocks more and the
               last ones as many fewer, within XSHARED and a quarter of a range at most (range_starts): a call's CTAs start in
               blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7 us after
@@ -117,9 +121,9 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SKEW": 0, "SPLITK": 0}
+            "XBULK": 0, "SKEW": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SKEW", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "XBULK", "SKEW", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -150,9 +154,9 @@ def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
 
 def static_smem_bytes(params: dict) -> int:
     """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each), and CLUSTERQ's
-    one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot)."""
+    or XBULK's one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot)."""
     p = full_params(params)
-    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] else 0)
+    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] or p["XBULK"] else 0)
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -202,6 +206,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
         return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")
+    if p["XBULK"] not in (0, 1) or (p["XBULK"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["LOCALQ"])):
+        return (f"XBULK={p['XBULK']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0 (the range's activations staged by "
+                f"bulk copies)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):

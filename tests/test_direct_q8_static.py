@@ -143,6 +143,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"RELADD": 1, "CLUSTERQ": 2, "PDL": 0}, "RELADD=1"), ({"RELADD": 2, "GRIDQ": 2, "PDL": 2}, "RELADD=2"),
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2}, "LOCALQ=1"), ({"LOCALQ": 3, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LOCALQ=3"),
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
+    ({"XBULK": 1, "GRIDQ": 2, "PDL": 2}, "XBULK=1"), ({"XBULK": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "XBULK=2"),
+    ({"XBULK": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "LOCALQ": 1}, "XBULK=1"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"), ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
 ])
 def test_invalid_configurations_say_why(params, reason):
@@ -177,7 +179,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1},
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 2},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 1},
-                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SKEW": 2}])
+                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SKEW": 2},
+                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "XBULK": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -191,9 +195,10 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
-    assert ("UBLKCP" in sass) == bool(params.get("BULK"))
-    # cp.async: the weights' pieces (BULK 0) and the staged activations (all but CLUSTERQ, which quantizes them itself)
-    assert ("LDGSTS" in sass) == (not params.get("BULK") or not params.get("CLUSTERQ"))
+    assert ("UBLKCP" in sass) == bool(params.get("BULK") or params.get("XBULK"))
+    # cp.async: the weights' pieces (BULK 0) and the staged activations (all but CLUSTERQ, which quantizes them itself,
+    # and XBULK, whose copy engine stages them)
+    assert ("LDGSTS" in sass) == (not params.get("BULK") or not (params.get("CLUSTERQ") or params.get("XBULK")))
 
 
 @pytest.mark.parametrize("ahead", [0, 1, 3])
@@ -630,3 +635,22 @@ def test_skew_moves_the_anchors_super_blocks_to_the_ranges_started_first():
     assert mmq_direct_q8.range_starts(16, 2, {**p, "SKEW": 3}) == [0, 8, 16]
     assert mmq_direct_q8.range_starts(16, 8, {**p, "SKEW": 1}) == list(range(0, 17, 2))  # (4096x4096: 3:1 no)
     assert np.diff(mmq_direct_q8.range_starts(16, 4, {**p, "SKEW": 2})).tolist() == [5, 5, 3, 3]
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_xbulk_stages_the_range_by_three_bulk_copies_in_place_of_its_cp_async_pieces(qtype):
+    """XBULK: the range's activations, sums and scales are three bulk-copy instructions (a token row, its sums, the
+    scales: one per lane of warp 0) and no cp.async of theirs is left; the weights' pieces are untouched (the same
+    LDGSTS a ring slot, with or without XBULK)."""
+    base = {"SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+
+    def copies(params):
+        sass = mmq_direct_q8.FAMILY.compile_only(params, qtype).sass
+        gemm = sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
+        return gemm.count("LDGSTS"), gemm.count("UBLKCP")
+
+    (staged2, none2), (bulk2, three2) = copies({**base, "RING": 2}), copies({**base, "RING": 2, "XBULK": 1})
+    (staged3, _), (bulk3, three3) = copies({**base, "RING": 3}), copies({**base, "RING": 3, "XBULK": 1})
+    assert none2 == 0 and three2 == three3 == 3
+    assert staged2 - bulk2 == staged3 - bulk3 > 0  # the staging's pieces, whatever the ring
+    assert staged3 - staged2 == bulk3 - bulk2 > 0  # a ring slot's pieces, XBULK or not

@@ -59,6 +59,9 @@ CONFIGS = [
     # K ranges of unequal length (SKEW): 4 ranges (K of 4096: 5, 5, 3, 3 super-blocks; 6144: 7, 7, 5, 5), 3 (6, 5, 5)
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SKEW": 1, "SPLITK": 4},
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SKEW": 2, "SPLITK": 3},
+    # the range staged by bulk copies (XBULK): the champion's form; short ranges with bulk-copied weights too
+    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

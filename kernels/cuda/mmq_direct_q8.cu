@@ -99,6 +99,10 @@
                   // through the count, which a CTA then waits for only before its super-block n: its first n
                   // super-blocks stream while the count comes (run 113: loading the local units one after the other
                   // put three L2 round trips under load, 1-1.5 us each, before the first super-block)
+#ifndef XBULK  // 1 (GRIDQ 2, SMEMSUMS, LOCALQ 0): the range's activations, sums and scales staged by the copy engine (a bulk
+#define XBULK 0  // copy per token row, issued by warp 0 as soon as the count is seen, landing on one mbarrier) instead
+#endif           // of ~2000 16-byte cp.async behind the SM's own weight copies (run 118: 1.8 us from the count seen to
+                 // the first super-block, an L2 hit's round trip queued behind copies that wait on DRAM)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -148,6 +152,9 @@
 #endif
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
+#endif
+#if XBULK < 0 || XBULK > 1 || (XBULK && (GRIDQ != 2 || !SMEMSUMS || LOCALQ))
+#error "mmq_direct_q8.cu: XBULK 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0"
 #endif
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
@@ -570,6 +577,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // PDL 0: this warp's first units of x asked for before any weight, at the head of DRAM's queues
     if constexpr (!PDL) load_units(X, xv, u_first, units, nrange, tok0, sb_begin, K, lane);
 #endif
+#if XBULK
+    __shared__ uint64_t x_full;  // XBULK: the range's staged activations, sums and scales have landed (one phase)
+    if (threadIdx.x == 0) {
+        mmq::mbar_init(&x_full, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // (GRIDQ 2's barriers order it for all)
+    }
+#endif
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
     if (lane < RING) mmq::mbar_init(&full[warp][lane], 1);
@@ -783,6 +797,26 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         stage_sums(local_sbs);
         stage(local_sbs, shared_sbs);
     };
+#elif XBULK  // lane r: token row r's activations and sums, lane 16: the scales; two empty groups keep the loop's counts
+    if (warp == 0) {
+        // the other CTAs' generic stores, acquired through the count, ordered before the copy engine's reads
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+        const uint32_t row_bytes = nrange * 256, sum_bytes = nrange * 32, d8_bytes = nrange * 64;
+        if (lane == 0) mmq::mbar_arrive_expect_tx(&x_full, rows * row_bytes + 16 * sum_bytes + d8_bytes);
+        __syncwarp();
+        if (lane < rows)
+            mmq::bulk_copy_g2s(xs + lane * kXStride, Q8 + static_cast<long long>(tok0 + lane) * K + sb_begin * 256,
+                               row_bytes, &x_full);
+        if (lane < 16)  // a token past T copies the last token's (its outputs are never stored)
+            mmq::bulk_copy_g2s(smem + kSumsAt + lane * kSumStride * 8,
+                               S + (static_cast<long long>(min(tok0 + lane, T - 1)) * nsb + sb_begin) * 4, sum_bytes,
+                               &x_full);
+        if (lane == 16)
+            mmq::bulk_copy_g2s(smem + kD8At, D8 + (static_cast<long long>(blockIdx.z) * nsb + sb_begin) * 16, d8_bytes,
+                               &x_full);
+    }
+    mmq::cp_async_commit();
+    mmq::cp_async_commit();
 #else
 #if SMEMSUMS
     stage_sums(0);  // in the first group
@@ -813,6 +847,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
         ask_l2(s + RING - 1 + L2AHEAD);
+#if XBULK
+        if (s == 0) mmq::mbar_wait(&x_full, 0);  // the range's activations, sums and scales
+#endif
 #if BULK
         if (s < 2) {  // this thread's copies of super-block s's activations (the only cp.async groups), then every thread's
             if (s == 0) mmq::cp_async_wait<1>(); else mmq::cp_async_wait<0>();
@@ -917,6 +954,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         mmq::cp_async_wait<0>();
 #if BULK
         for (int s = 0; s < min(RING - 1, nrange); ++s) mmq::mbar_wait(&full[warp][s], 0);
+#endif
+#if XBULK
+        mmq::mbar_wait(&x_full, 0);
 #endif
         __syncthreads();
     }
