@@ -65,6 +65,10 @@ Parameters (compile time unless said):
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
               L2AHEAD before the GEMM waits for its pass, then one per loop step: the weights stream while the pass
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
+  L2LATE      1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks made once the kernel before has ended (a CTA that
+              quantizes: after its count's add), not as the CTA starts: run 118's trace had DRAM idle from the ring's
+              first slots landing to the first super-block (~4 us), while asks made at the start slow the kernel
+              before's last CTAs, which everything waits for
   XBULK       1 (GRIDQ 2, SMEMSUMS 1, LOCALQ 0): the range's activations, sums and scales staged by the copy engine, a
               bulk copy per token row issued by warp 0 as the count is seen, landing on one mbarrier, instead of ~2000
               16-byte cp.async queued behind the SM's own weight copies (run 118: 1.8 us from the count seen to the
@@ -121,9 +125,9 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "XBULK": 0, "SKEW": 0, "SPLITK": 0}
+            "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "XBULK", "SKEW", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "L2LATE", "XBULK", "SKEW", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -206,6 +210,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
         return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")
+    if p["L2LATE"] not in (0, 1) or (p["L2LATE"] and (p["GRIDQ"] != 2 or not p["L2AHEAD"])):
+        return (f"L2LATE={p['L2LATE']}: 0, or 1 with GRIDQ 2 and L2AHEAD > 0 (the first asks of L2 made after the wait "
+                f"for the kernel before)")
     if p["XBULK"] not in (0, 1) or (p["XBULK"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["LOCALQ"])):
         return (f"XBULK={p['XBULK']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0 (the range's activations staged by "
                 f"bulk copies)")

@@ -145,6 +145,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
     ({"XBULK": 1, "GRIDQ": 2, "PDL": 2}, "XBULK=1"), ({"XBULK": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "XBULK=2"),
     ({"XBULK": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "LOCALQ": 1}, "XBULK=1"),
+    ({"L2LATE": 1, "GRIDQ": 2, "PDL": 2}, "L2LATE=1"), ({"L2LATE": 1, "L2AHEAD": 2}, "L2LATE=1"),
+    ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"), ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
 ])
 def test_invalid_configurations_say_why(params, reason):
@@ -214,6 +216,22 @@ def test_l2ahead_asks_l2_for_that_many_slots_before_the_pass_wait_and_one_a_loop
     assert gemm.count("UBLKPF") == (ahead + 1 if ahead else 0)
     before, after = nvcc.sass_main_loop(sass, "mmq_direct_q8_gemm")
     assert before["UBLKPF"] + after["UBLKPF"] == (1 if ahead else 0)
+
+
+@pytest.mark.parametrize("ahead", [2, 4])
+@pytest.mark.parametrize("qfirst", [0, 1])
+def test_l2late_asks_l2_only_after_the_wait_for_the_kernel_before(ahead, qfirst):
+    """GRIDQ 2, L2AHEAD n: L2LATE 0 makes the first n asks before griddepcontrol.wait (ACQBULK), L2LATE 1 none before
+    it, the same n after it (QFIRST: a second n, where a quantizing CTA makes them after its add) and the loop's one."""
+    def asks(late):
+        params = {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "QFIRST": qfirst, "L2AHEAD": ahead,
+                  "L2LATE": late}
+        gemm = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass)["mmq_direct_q8_gemm"]
+        assert gemm.count("ACQBULK") == 1
+        return gemm.split("ACQBULK")[0].count("UBLKPF"), gemm.count("UBLKPF")
+
+    assert asks(0) == (ahead, ahead + 1)
+    assert asks(1) == (0, ahead * (1 + qfirst) + 1)
 
 
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)

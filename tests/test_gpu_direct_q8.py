@@ -62,6 +62,8 @@ CONFIGS = [
     # the range staged by bulk copies (XBULK): the champion's form; short ranges with bulk-copied weights too
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1},
+    # the weights asked of L2 after the wait for the kernel before (L2LATE): the champion's form asking the whole range
+    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "L2AHEAD": 4, "L2LATE": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

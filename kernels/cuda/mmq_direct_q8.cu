@@ -99,6 +99,10 @@
                   // through the count, which a CTA then waits for only before its super-block n: its first n
                   // super-blocks stream while the count comes (run 113: loading the local units one after the other
                   // put three L2 round trips under load, 1-1.5 us each, before the first super-block)
+#ifndef L2LATE  // 1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks are made once the kernel before has ended (a CTA that
+#define L2LATE 0  // quantizes: after its count's add) rather than as the CTA starts: run 118's trace had DRAM idle from
+#endif            // the ring's first slots landing (~2-3 us after the kernel before's end) to the first super-block
+                  // (~7.5), while asks made at the start slow the kernel before's last CTAs, which everything waits for
 #ifndef XBULK  // 1 (GRIDQ 2, SMEMSUMS, LOCALQ 0): the range's activations, sums and scales staged by the copy engine (a bulk
 #define XBULK 0  // copy per token row, issued by warp 0 as soon as the count is seen, landing on one mbarrier) instead
 #endif           // of ~2000 16-byte cp.async behind the SM's own weight copies (run 118: 1.8 us from the count seen to
@@ -152,6 +156,9 @@
 #endif
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
+#endif
+#if L2LATE < 0 || L2LATE > 1 || (L2LATE && (GRIDQ != 2 || !L2AHEAD))
+#error "mmq_direct_q8.cu: L2LATE 0..1, 1 with GRIDQ 2 and L2AHEAD > 0"
 #endif
 #if XBULK < 0 || XBULK > 1 || (XBULK && (GRIDQ != 2 || !SMEMSUMS || LOCALQ))
 #error "mmq_direct_q8.cu: XBULK 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0"
@@ -645,9 +652,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
         for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
     };
-    if (ring_first) issue_ring();
+    auto ask_l2_first = [&] {
 #pragma unroll
-    for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
+        for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
+    };
+    if (ring_first) issue_ring();
+    if (!L2LATE) ask_l2_first();
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ == 2
     {
@@ -667,6 +677,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
         TRACE_MARK(4);
+        if (L2LATE && ring_first) ask_l2_first();
         constexpr int kLocalPerWarp = (16 * LOCALQ + WARPS - 1) / WARPS;
         float lv[kLocalPerWarp > 0 ? kLocalPerWarp : 1][8];  // LOCALQ: this warp's local units' x, loaded with its first
         int u = first_unit + warp;                           // shared unit's (one round trip for all of them)
@@ -701,6 +712,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         if (mine) TRACE_MARK(5);  // (after the release: its fence has waited for the CTA's stores)
         if (!ring_first) issue_ring();  // QFIRST: after the add (the loop's first wait counts these groups)
+        if (L2LATE && !ring_first) ask_l2_first();
         if constexpr (LOCALQ > 0) {  // row r's super-block sb into its staged row, scale and sums (SMEMSUMS's layout)
 #pragma unroll
             for (int i = 0; i < kLocalPerWarp; ++i) {
