@@ -136,6 +136,33 @@ def _schema_of(data: dict) -> int:
     return SHAPED_SCHEMA if shaped else 1
 
 
+def restore(lever: str, champion_key: str, reason: str, path: Path | None = None) -> dict:
+    """Make the newest record in the champion's history champion again (a promotion that measured well on the gate's
+    card and badly where it matters is undone without re-running anything). The displaced champion goes to the
+    restored record's history with `retired_reason`; nothing is deleted. Returns the restored record."""
+    import datetime
+
+    if not reason.strip():
+        raise CampaignError("restore needs a reason: it is kept with the champion it retires")
+    path = Path(path or default_path())
+    with _locked(path):
+        data = load(path)
+        entries = data["levers"].get(lever, {})
+        if champion_key not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise CampaignError(f"{lever} has no champion at {champion_key} (has: {known}); nothing was changed")
+        displaced = dict(entries[champion_key])
+        history = displaced.pop("history", [])
+        if not history:
+            raise CampaignError(f"{lever} {champion_key} has no earlier champion to restore; nothing was changed")
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        restored = {**history[-1], "restored_at": now, "restored_reason": reason}
+        displaced.update(retired_at=now, retired_reason=reason)
+        entries[champion_key] = {**restored, "history": history[:-1] + [displaced]}
+        _write_atomic(path, data)
+    return entries[champion_key]
+
+
 def promote(lever: str, champion_key: str, record: dict, path: Path | None = None) -> dict | None:
     """Make `record` the champion of (lever, key); the previous one goes to its history. Returns it."""
     path = Path(path or default_path())

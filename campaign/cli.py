@@ -1,4 +1,5 @@
-"""`campaign` command line: list | run | resume | gate | promote | compare | report | ui | bench | round-table.
+"""`campaign` command line: list | run | resume | gate | promote | restore | compare | report | ui | bench |
+round-table.
 
 The data path from here: experiments.get (spec) -> session.start/reopen (study + MLflow parent)
 -> trial.Objective (build, static, parity, perf, record) -> promotion (gates again, champions.json).
@@ -159,6 +160,15 @@ def cmd_promote(args) -> int:
     return 0
 
 
+def cmd_restore(args) -> int:
+    from campaign import promotion
+
+    restored = promotion.restore(args.lever, args.key, args.reason, paths.root(args.root))
+    print(f"champion {args.lever} {args.key}: {restored.get('study')}/{restored.get('trial')} again "
+          f"(promoted {restored.get('promoted_at')}; the one it replaces is in its history, with the reason)")
+    return 0
+
+
 def _tracker_cache(opts):
     cache = {}
 
@@ -305,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
         _add_measuring(p)
         _add_stores(p)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("restore", help="make a champion's predecessor champion again (kept in its history), with a "
+                                       "reason")
+    p.add_argument("lever")
+    p.add_argument("key", help="<qtype>/<arch>/<regime>[/<M>x<K>], as `campaign list` shows it")
+    p.add_argument("--reason", required=True, help="why (kept with the champion it retires)")
+    p.set_defaults(func=cmd_restore)
 
     p = sub.add_parser("compare", help="champion vs incumbent vs baselines per shape (from MLflow)")
     p.add_argument("--lever", action="append", help="lever to show (repeatable; default all)")

@@ -84,3 +84,20 @@ def _tag_runs(ref: TrialRef, opts, j: Judgement, records: dict, retired: dict) -
         # path on another machine (champions.json travels with the repo, the store may not)
         if previous.get("tracking_uri") == tracker.uri and tracker.has_run(previous["mlflow_run_id"]):
             tracker.set_tags(previous["mlflow_run_id"], {f"champion.{champion_key}": "retired"})
+
+
+def restore(lever: str, champion_key: str, reason: str, root) -> dict:
+    """`campaign restore`: the champion's predecessor is champion again (champions.restore), and where both runs are in
+    this root's MLflow store their champion tags say so (the displaced one "retired", the restored one "current")."""
+    from campaign import tracking
+
+    restored = champions.restore(lever, champion_key, reason, paths.champions_file(root))
+    local = paths.default_tracking_uri(root)
+    runs = {rec.get("mlflow_run_id"): state for rec, state in ((restored["history"][-1], "retired"), (restored, "current"))
+            if rec.get("mlflow_run_id") and rec.get("tracking_uri") == local}
+    if runs and (paths.mlruns(root) / "mlflow.db").exists():  # (no store is created for this)
+        tracker = tracking.Tracker(local, artifact_root=paths.default_artifact_root(root))
+        for run_id, state in runs.items():
+            if tracker.has_run(run_id):
+                tracker.set_tags(run_id, {f"champion.{champion_key}": state})
+    return restored

@@ -6,7 +6,7 @@
 FILES_AT is the folder the device tool copied the call's $OUT to. Each `*.tar.gz` becomes `*.tar.xz` holding the same
 tar, byte for byte, except the MLflow + Optuna store (`stores.tar.gz`), which becomes `studies.tar.xz` with its two
 databases only (every trial, parameter, metric and verdict; the artifacts are kernel sources, which git has at the run's
-commit, and plots drawn from the data). Everything else (nvidia-smi.txt, a bench folder's csv and plot, ...) is copied
+commit, and plots drawn from the data); a call that ran no study brings back a store with no database, and it is left out. Everything else (nvidia-smi.txt, a bench folder's csv and plot, ...) is copied
 as it is. An existing runNN is not touched.
 """
 from __future__ import annotations
@@ -29,12 +29,21 @@ def recompress(src: Path, dest: Path) -> None:
     dest.write_bytes(lzma.compress(gzip.decompress(src.read_bytes()), preset=9))
 
 
+def store_databases(src: Path) -> list[str]:
+    """The store databases in `src`. None at all is a call that ran no study (GPU tests, a bench: its store holds
+    only mlruns/.gitkeep and champions.json), and there is nothing to keep; none beside other run data is an error."""
+    with tarfile.open(src, "r:gz") as store:
+        names = [m.name.lstrip("./") for m in store.getmembers() if m.isfile()]
+    found = [n for n in names if n in STORE_DATABASES]
+    if not found and any(n.startswith("mlruns/") and n != "mlruns/.gitkeep" for n in names):
+        raise SystemExit(f"{src}: no {' or '.join(STORE_DATABASES)} in it: not a device call's store")
+    return found
+
+
 def slim_store(src: Path, dest: Path) -> list[str]:
-    """`src`'s store databases alone, as an xz tar at `dest`; returns their names (a store without them: an error)."""
+    """`src`'s store databases alone, as an xz tar at `dest`; returns their names."""
     with tarfile.open(src, "r:gz") as store:
         members = [m for m in store.getmembers() if m.isfile() and m.name.lstrip("./") in STORE_DATABASES]
-        if not members:
-            raise SystemExit(f"{src}: no {' or '.join(STORE_DATABASES)} in it: not a device call's store")
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as out:
             for m in members:
@@ -49,10 +58,13 @@ def keep(files_at: Path, dest: Path) -> list[tuple[str, int]]:
         raise SystemExit(f"{files_at}: not a folder (the device tool's files_at)")
     if dest.exists():
         raise SystemExit(f"{dest} exists: a kept run is not overwritten")
+    store = files_at / "stores.tar.gz"
+    has_studies = store.exists() and bool(store_databases(store))  # (refused before anything is written)
     dest.mkdir(parents=True)
     for src in sorted(files_at.iterdir()):
         if src.name == "stores.tar.gz":
-            slim_store(src, dest / "studies.tar.xz")
+            if has_studies:
+                slim_store(src, dest / "studies.tar.xz")
         elif src.name.endswith(".tar.gz"):
             recompress(src, dest / (src.name[: -len(".gz")] + ".xz"))
         elif src.is_dir():

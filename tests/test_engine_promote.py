@@ -106,3 +106,49 @@ def test_promotion_retires_a_champion_whose_run_is_not_in_this_store(root, capsy
     record = json.loads(path.read_text())["levers"]["cpu_demo"]["q4_K/cpu/tiny"]
     assert record["params"] == FAST[0] and record["history"][-1]["mlflow_run_id"] == "0" * 32
 
+
+
+def _record(study: str, params: dict, run_id: str = "", tracking_uri: str = "") -> dict:
+    return {"family": "cpu_demo", "lever": "cpu_demo", "params": params, "study": study, "trial": 0,
+            "speedup": 1.2, "noise_floor": 0.01, "margin": 0.02, "promoted_at": "2026-12-06T00:00:00+00:00",
+            "mlflow_run_id": run_id, "tracking_uri": tracking_uri}
+
+
+def test_restore_makes_the_predecessor_champion_again_and_keeps_the_one_it_replaces(root, campaign):
+    """`campaign restore`: the newest history record is champion again (the dispatcher's lookup says so), the displaced
+    champion sits in its history with the reason and the time, nothing is lost; a second restore brings the displaced
+    one back; the MLflow store's champion tags follow. Without a predecessor, or without a reason: a clear error and
+    champions.json untouched."""
+    from campaign import paths, tracking
+
+    path, key = root / "champions.json", "q4_K/cpu/tiny"
+    local = paths.default_tracking_uri(root)
+    tracker = tracking.Tracker(local, artifact_root=paths.default_artifact_root(root))
+    run_a, run_b = (tracker.start_run(name, {f"champion.{key}": "current"}) for name in ("a", "b"))
+    champions.promote("cpu_demo", key, _record("a", {"BM": 32}, run_a, local), path)
+    code, out, err = campaign("restore", "cpu_demo", key, "--reason", "x")
+    assert code == 2 and "no earlier champion" in err  # A has no predecessor
+    champions.promote("cpu_demo", key, _record("b", {"BM": 64}, run_b, local), path)
+    before = path.read_text()
+
+    code, out, err = campaign("restore", "cpu_demo", "q4_K/cpu/huge", "--reason", "x")
+    assert code == 2 and "no champion at q4_K/cpu/huge" in err and path.read_text() == before
+    code, out, err = campaign("restore", "cpu_demo", key, "--reason", " ")
+    assert code == 2 and "needs a reason" in err and path.read_text() == before
+
+    code, out, err = campaign("restore", "cpu_demo", key, "--reason", "slower on the H200 (run 122)")
+    assert code == 0, err
+    assert "a/0 again" in out
+    record = champions.current("cpu_demo", key, path)
+    assert record["study"] == "a" and record["restored_reason"] == "slower on the H200 (run 122)"
+    assert [r["study"] for r in record["history"]] == ["b"]
+    assert record["history"][0]["retired_reason"] == "slower on the H200 (run 122)" and record["history"][0]["retired_at"]
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path) == {"BM": 32}
+    assert tracker.get_run(run_a).data.tags[f"champion.{key}"] == "current"
+    assert tracker.get_run(run_b).data.tags[f"champion.{key}"] == "retired"
+
+    code, out, err = campaign("restore", "cpu_demo", key, "--reason", "back")
+    assert code == 0, err
+    record = champions.current("cpu_demo", key, path)
+    assert record["study"] == "b" and [r["study"] for r in record["history"]] == ["a"]
+    assert tracker.get_run(run_b).data.tags[f"champion.{key}"] == "current"

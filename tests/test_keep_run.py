@@ -78,5 +78,18 @@ def test_an_existing_run_is_not_overwritten_and_a_store_without_databases_is_ref
     tar_gz(out / "stores.tar.gz", {"mlruns/artifacts/0/plot.png": b"png"})
     with pytest.raises(SystemExit, match="no mlruns/mlflow.db"):
         keep_run.keep(out, tmp_path / "run118")
+    assert not (tmp_path / "run118").exists()  # refused before anything was written
     with pytest.raises(SystemExit, match="not a folder"):
         keep_run.keep(tmp_path / "missing", tmp_path / "run119")
+
+
+def test_a_call_that_ran_no_study_is_kept_without_a_store(tmp_path, call_files):
+    """GPU tests or a bench alone: the store the device brings back holds mlruns/.gitkeep and champions.json only, so
+    the logs and the rest are kept and no studies.tar.xz is made."""
+    out, logs, *_ = call_files
+    tar_gz(out / "stores.tar.gz", {"mlruns/.gitkeep": b"", "champions.json": b"{}"})
+    dest = tmp_path / "run122"
+    kept = dict(keep_run.keep(out, dest))
+    assert "studies.tar.xz" not in kept and "stores.tar.gz" not in kept
+    assert lzma.decompress((dest / "logs.tar.xz").read_bytes()) == logs
+    assert (dest / "nvidia-smi.txt").read_text() == "NVIDIA H200\n"
