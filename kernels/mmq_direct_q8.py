@@ -68,15 +68,18 @@ Parameters (compile time unless said):
   L2LATE      1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks made once the kernel before has ended (a CTA that
               quantizes: after its count's add), not as the CTA starts: run 118's trace had DRAM idle from the ring's
               first slots landing to the first super-block (~4 us), while asks made at the start slow the kernel
-              before's last CTAs, which everything waits for
+              before's last CTAs, which everything waits for. Measured and not promoted (run 121: 10-20 % slower;
+              bytes asked during the count's chain lengthen it more than they save)
   XBULK       1 (GRIDQ 2, SMEMSUMS 1, LOCALQ 0): the range's activations, sums and scales staged by the copy engine, a
               bulk copy per token row issued by warp 0 as the count is seen, landing on one mbarrier, instead of ~2000
               16-byte cp.async queued behind the SM's own weight copies (run 118: 1.8 us from the count seen to the
-              first super-block, an L2 hit's round trip)
+              first super-block, an L2 hit's round trip). Measured and not promoted (run 120: 16 % slower; the bulk
+              copies land later, so the wait is not the SM's own queue)
   SKEW        n = 1..3 (GRIDQ 2): the K ranges started first (low blockIdx.y) take up to n super-blocks more and the
-              last ones as many fewer, within XSHARED and a quarter of a range at most (range_starts): a call's CTAs start in
-              blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7 us after
-              the first, the call lasting until its last CTA ends
+              last ones as many fewer, within XSHARED and a quarter of a range at most (range_starts): a call's CTAs
+              start in blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7
+              us after the first, the call lasting until its last CTA ends. Measured and not promoted (run 119: 5 %
+              slower; one super-block a CTA is twice the gap, so the order reverses)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
