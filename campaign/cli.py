@@ -66,8 +66,9 @@ def cmd_list(args) -> int:
         if not entries:
             print("    champions: none")
         for key, r in sorted(entries.items()):
+            on = f" on {r['gated_on']}" if r.get("gated_on") else ""  # (records before the field: not known)
             print(f"    champion {key}: {r['study']}/{r['trial']} {r['speedup']:.3f}x "
-                  f"(promoted {r['promoted_at']}, {len(r.get('history', []))} before) params={r['params']}")
+                  f"(promoted {r['promoted_at']}{on}, {len(r.get('history', []))} before) params={r['params']}")
     for module, why in experiments.broken_modules().items():
         print(f"(experiments/{module}.py failed to import: {why})")
     return 0

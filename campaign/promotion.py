@@ -26,6 +26,7 @@ class Judgement:
     arch: str
     evaluation: Evaluation
     verdict: GateResult
+    device: str = ""  # the card (or CPU) the gates ran on: one arch can be several cards (H100, H200: sm_90)
 
     def lines(self) -> list[str]:
         reached = {g.gate for g in self.evaluation.gates}
@@ -42,7 +43,7 @@ def judge(ref: TrialRef, opts) -> Judgement:
     # every workload timed in full: a verdict is never cut short
     ctx = make_context(lever, ref.types, ref.suite, device, opts.perf_config(abandon=None), specs)
     ev = evaluate(ctx, ref.params, np.random.default_rng())
-    return Judgement(ref, arch, ev, rule.verdict(ev.gates))
+    return Judgement(ref, arch, ev, rule.verdict(ev.gates), device.info.get("name", arch))
 
 
 def promote(j: Judgement, opts) -> dict[str, dict]:
@@ -52,7 +53,8 @@ def promote(j: Judgement, opts) -> dict[str, dict]:
         raise PromotionRefused(f"not promoted: {ref.label()}: {j.verdict.reason}")
     lever = experiments.get(ref.lever)
     base = {"lever": lever.name, "family": lever.family, "params": ref.params, "study": ref.study,
-            "trial": ref.trial, "mlflow_run_id": ref.run_id or "", "tracking_uri": ref.tracking_uri or ""}
+            "trial": ref.trial, "mlflow_run_id": ref.run_id or "", "tracking_uri": ref.tracking_uri or "",
+            "gated_on": j.device}
     route = getattr(families.get(lever.family), "route", None)
     # a composite (adaptive_format) is champion only where its own kernel runs: a group won
     # entirely below its crossover was won by the int8 stand-in, which the dispatcher never takes

@@ -7,6 +7,7 @@ import optuna
 from mlflow import MlflowClient
 
 from campaign import champions
+from kernels.device import CpuDevice
 from tests.test_engine_study import FAST
 
 
@@ -44,6 +45,7 @@ def test_promote_records_champion_then_refuses_to_promote_it_over_itself(root, c
     record = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]["q4_K/cpu/tiny"]
     assert record["params"] == FAST[0] and record["study"] == "cpu_demo" and record["trial"] == 0
     assert record["history"] == [] and record["speedup"] > 1 + record["noise_floor"] + record["margin"]
+    assert record["gated_on"] == CpuDevice().info["name"]  # the card (here the CPU) the gates ran on
     assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, root / "champions.json") == FAST[0]
 
     run_id = optuna.load_study(study_name="cpu_demo", storage=campaign.storage).trials[0].user_attrs["mlflow_run_id"]
@@ -52,7 +54,7 @@ def test_promote_records_champion_then_refuses_to_promote_it_over_itself(root, c
     assert tags["champion.q4_K/cpu/tiny"] == "current" and "perf    PASS" in tags["promotion.verdicts"]
 
     code, out, _ = campaign("list")
-    assert "champion q4_K/cpu/tiny: cpu_demo/0" in out
+    assert "champion q4_K/cpu/tiny: cpu_demo/0" in out and f" on {record['gated_on']}, 0 before)" in out
 
     # Against itself as the incumbent there is nothing to win: refused, the record untouched.
     code, out, err = campaign("promote", "cpu_demo/0")
