@@ -126,12 +126,14 @@ def tuned_params(tuned: dict, family: str, qtype: str, T: int) -> dict | None:
     return params
 
 
-def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = None) -> tuple[dict, str]:
-    """(params, origin): the promoted champion, else a swept best, else the family's heuristic."""
+def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = None,
+                card: str | None = None) -> tuple[dict, str]:
+    """(params, origin): the promoted champion (the card's own first), else a swept best, else the family's
+    heuristic."""
     from campaign import champions
 
     if line.lever:
-        found = champions.lookup(line.lever, qtype, arch, T)
+        found = champions.lookup(line.lever, qtype, arch, T, card=card)
         if found is not None:
             return dict(found), "champion"
     if tuned and (found := tuned_params(tuned, line.family, qtype, T)) is not None:
@@ -143,15 +145,15 @@ def line_params(line: Line, qtype: str, T: int, arch: str, tuned: dict | None = 
 
 
 def line_choice(line: Line, qtype: str, M: int, K: int, T: int, arch: str,
-                tuned: dict | None = None) -> tuple[str, dict, str]:
+                tuned: dict | None = None, card: str | None = None) -> tuple[str, dict, str]:
     """(family, params, origin) the line runs at a workload: the dispatcher's choice for a dispatched line
     (kernels.dispatch.choose, the weight's shape included), else line_params; the line's extras on top."""
     if line.dispatched:
         from kernels import dispatch
 
-        family, params, origin = dispatch.choose(qtype, arch, T, M=M, K=K)
+        family, params, origin = dispatch.choose(qtype, arch, T, M=M, K=K, card=card)
         return family, line_config(replace(line, family=family), params), origin
-    params, origin = line_params(line, qtype, T, arch, tuned)
+    params, origin = line_params(line, qtype, T, arch, tuned, card)
     return line.family, line_config(line, params), origin
 
 
@@ -181,12 +183,13 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
     """Time every (type, shape, T, line); with `partial_csv`, the rows measured so far are rewritten
     there after each workload, so a sweep stopped by a timeout keeps what it measured. `interleave`:
     a workload's lines are timed round-robin (time_lines)."""
+    from campaign import champions
     from kernels import families, quant
 
     rng = np.random.default_rng(seed)
     built: dict = {}
     rows = []
-    arch = device.info.get("arch", "?")
+    arch, card = device.info.get("arch", "?"), champions.card_of(device.info)
     total = len(sweep.shapes) * len(sweep.Ts) * len(sweep.types)
     done = 0
     for qtype in sweep.types:
@@ -198,7 +201,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 lines = [line for line in sweep.lines if not line.types or qtype in line.types]
                 chosen = {}  # line name -> (variant, family, params, origin)
                 for line in lines:
-                    family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned)
+                    family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned, card)
                     key = (family, qtype, json.dumps(params, sort_keys=True))
                     if key not in built:
                         built[key] = families.get(family).build(params, qtype, device)

@@ -5,6 +5,12 @@
                                                   "study": ..., "trial": ..., "speedup": ...,
                                                   "promoted_at": ..., "history": [older records]}}}}
 
+A record may also be a card's own, "q4_K/sm_90:h200/tiny" (`campaign promote --per-card`): one arch is several cards
+(the H100 and the H200 are both sm_90) and a choice gated on one can lose on the other (perf log run 124). (A colon,
+not "@": MLflow's tag names, which carry the key, allow it.) Lookups
+take the card they run on and prefer its records to the arch's, regime by regime; without card records nothing
+changes.
+
 Schema 2 adds shape-keyed records, "q4_K/sm_90/large/4096x14336" (M x K), for levers whose
 parameters are tuned per shape (Lever.per_shape: adaptive_format's crossover T). A file is
 written as schema 2 only once it holds such a key, so files without them stay readable by
@@ -21,6 +27,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -32,9 +39,20 @@ SCHEMA = 2
 SHAPED_SCHEMA = 2  # the first schema with shape-keyed records
 
 
-def key(qtype: str, arch: str, regime_name: str, shape: tuple[int, int] | None = None) -> str:
-    base = f"{qtype}/{arch}/{regime_name}"
+def key(qtype: str, arch: str, regime_name: str, shape: tuple[int, int] | None = None, card: str | None = None) -> str:
+    base = f"{qtype}/{arch}:{card}/{regime_name}" if card else f"{qtype}/{arch}/{regime_name}"
     return f"{base}/{shape[0]}x{shape[1]}" if shape else base
+
+
+def card_of(device_info: dict) -> str | None:
+    """The card's name as a key part: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3"."""
+    name = re.sub(r"^nvidia\s+", "", str(device_info.get("name", "")).strip().lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or None
+
+
+def _cards(card: str | None) -> tuple[str | None, ...]:
+    """The key variants a lookup tries at each regime: the card's own first, then the arch's."""
+    return (card, None) if card else (None,)
 
 
 def key_shape(champion_key: str) -> tuple[int, int] | None:
@@ -69,37 +87,41 @@ def current(lever: str, champion_key: str, path: Path | None = None) -> dict | N
     return load(path)["levers"].get(lever, {}).get(champion_key)
 
 
-def lookup_record(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
+def lookup_record(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None,
+                  card: str | None = None) -> dict | None:
     """The champion record for this lever (or, failing that, family) at (qtype, arch, regime(T)),
-    else at the regime that regime inherits from (workloads.INHERITS)."""
+    else at the regime that regime inherits from (workloads.INHERITS); at each, the card's own first."""
     levers = load(path)["levers"]
     for regime_name in regime_chain(T):
-        wanted = key(qtype, arch, regime_name)
-        record = levers.get(family_or_lever, {}).get(wanted)
-        if record is None:
-            matches = [r for entries in levers.values() for k, r in entries.items()
-                       if k == wanted and r.get("family") == family_or_lever]
-            record = max(matches, key=lambda r: r.get("promoted_at", ""), default=None)
-        if record is not None:
-            return record
+        for on in _cards(card):
+            wanted = key(qtype, arch, regime_name, card=on)
+            record = levers.get(family_or_lever, {}).get(wanted)
+            if record is None:
+                matches = [r for entries in levers.values() for k, r in entries.items()
+                           if k == wanted and r.get("family") == family_or_lever]
+                record = max(matches, key=lambda r: r.get("promoted_at", ""), default=None)
+            if record is not None:
+                return record
     return None
 
 
-def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None) -> dict | None:
+def lookup(family_or_lever: str, qtype: str, arch: str, T: int, path: Path | None = None,
+           card: str | None = None) -> dict | None:
     """Params of the champion for this lever (or, failing that, family) at (qtype, arch, regime(T))."""
-    record = lookup_record(family_or_lever, qtype, arch, T, path)
+    record = lookup_record(family_or_lever, qtype, arch, T, path, card)
     return dict(record["params"]) if record else None
 
 
 def lookup_shaped(lever: str, qtype: str, arch: str, T: int, M: int, K: int,
-                  path: Path | None = None) -> tuple[str, dict] | None:
+                  path: Path | None = None, card: str | None = None) -> tuple[str, dict] | None:
     """(key, record) of `lever`'s shape-keyed champion at (qtype, arch, regime(T)) for the
     shape (M, K): that shape's own record, else the record of the nearest promoted shape
     (distance |log2 M/M'| + |log2 K/K'|; ties go to the smaller key), else None. The key
     says which shape was used, so a caller can report an approximation as one."""
     entries = load(path)["levers"].get(lever, {})
-    for regime_name in regime_chain(T):  # (a regime without shape-keyed records: the one it inherits from)
-        prefix = key(qtype, arch, regime_name) + "/"
+    # (a regime without shape-keyed records: the one it inherits from; at each, the card's own shapes first)
+    for regime_name, on in ((r, c) for r in regime_chain(T) for c in _cards(card)):
+        prefix = key(qtype, arch, regime_name, card=on) + "/"
         shaped = {k: r for k, r in entries.items() if k.startswith(prefix) and key_shape(k)}
         if shaped:
             break

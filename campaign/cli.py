@@ -45,7 +45,7 @@ def _options(args):
                    tracking_uri=getattr(args, "tracking_uri", None) or os.environ.get("MLFLOW_TRACKING_URI"),
                    experiment=getattr(args, "experiment", None) or "mmq-campaign",
                    reps=getattr(args, "reps", 20), seed=getattr(args, "seed", None),
-                   ceilings_file=getattr(args, "ceilings", None))
+                   ceilings_file=getattr(args, "ceilings", None), per_card=getattr(args, "per_card", False))
 
 
 # ------------------------------------------------------------------ commands
@@ -267,6 +267,9 @@ def _add_measuring(p) -> None:
     p.add_argument("--reps", type=int, default=20, help="timed reps per workload and side (>= 20)")
     p.add_argument("--ceilings", type=Path, metavar="JSON",
                    help="measured device ceilings (campaign bench's ceilings.json) for roofline fractions")
+    p.add_argument("--per-card", action="store_true",
+                   help="measure against, and promote as, this card's own champions (key <qtype>/<arch>:<card>/...: "
+                        "one arch is several cards, and the dispatcher prefers its card's records)")
 
 
 def _add_stores(p, experiment: bool = False) -> None:

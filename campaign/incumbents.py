@@ -47,13 +47,15 @@ def incumbent_lever(lever: Lever, qtype: str) -> Lever:
     return target
 
 
-def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: Path) -> dict[str, IncumbentSpec]:
-    """Incumbent per workload label, from the champions file as it is now."""
+def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: Path,
+            card: str | None = None) -> dict[str, IncumbentSpec]:
+    """Incumbent per workload label, from the champions file as it is now (with `card`, that card's own champions
+    first)."""
     specs = {}
     for w in workloads:
         target = incumbent_lever(lever, w.qtype)
-        defending = _champion(lever.name, w, arch, champions_path)
-        record = defending or _champion(target.name, w, arch, champions_path)
+        defending = _champion(lever.name, w, arch, champions_path, card)
+        record = defending or _champion(target.name, w, arch, champions_path, card)
         if record:
             specs[w.label()] = IncumbentSpec(lever.name if defending else target.name, record["family"],
                                              record["params"], "defending" if defending else "champion",
@@ -66,14 +68,17 @@ def resolve(lever: Lever, workloads: list[Workload], arch: str, champions_path: 
     return specs
 
 
-def _champion(lever_name: str, w: Workload, arch: str, champions_path: Path) -> dict | None:
-    """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one; a regime
-    without either is defended by the champion of the regime it inherits from."""
+def _champion(lever_name: str, w: Workload, arch: str, champions_path: Path, card: str | None = None) -> dict | None:
+    """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one (with `card`, the card's
+    own of each first); a regime without any is defended by the champion of the regime it inherits from."""
     for regime_name in regime_chain(w.T):
-        record = (champions.current(lever_name, champions.key(w.qtype, arch, regime_name, (w.M, w.K)), champions_path)
-                  or champions.current(lever_name, champions.key(w.qtype, arch, regime_name), champions_path))
-        if record:
-            return record
+        for on in ((card, None) if card else (None,)):
+            shaped, regime_key = (champions.key(w.qtype, arch, regime_name, (w.M, w.K), on),
+                                  champions.key(w.qtype, arch, regime_name, card=on))
+            record = (champions.current(lever_name, shaped, champions_path)
+                      or champions.current(lever_name, regime_key, champions_path))
+            if record:
+                return record
     return None
 
 

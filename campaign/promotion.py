@@ -27,6 +27,7 @@ class Judgement:
     evaluation: Evaluation
     verdict: GateResult
     device: str = ""  # the card (or CPU) the gates ran on: one arch can be several cards (H100, H200: sm_90)
+    card: str | None = None  # with --per-card: the champions' key part of that card (champions.card_of)
 
     def lines(self) -> list[str]:
         reached = {g.gate for g in self.evaluation.gates}
@@ -39,11 +40,12 @@ def judge(ref: TrialRef, opts) -> Judgement:
     device = opts.open_device(lever.backend)
     arch = device.info["arch"]
     suite_workloads = workloads.get(ref.suite).workloads(ref.types)
-    specs = incumbents.resolve(lever, suite_workloads, arch, paths.champions_file(opts.root))
+    card = opts.card(device)
+    specs = incumbents.resolve(lever, suite_workloads, arch, paths.champions_file(opts.root), card)
     # every workload timed in full: a verdict is never cut short
     ctx = make_context(lever, ref.types, ref.suite, device, opts.perf_config(abandon=None), specs)
     ev = evaluate(ctx, ref.params, np.random.default_rng())
-    return Judgement(ref, arch, ev, rule.verdict(ev.gates), device.info.get("name", arch))
+    return Judgement(ref, arch, ev, rule.verdict(ev.gates), device.info.get("name", arch), card)
 
 
 def promote(j: Judgement, opts) -> dict[str, dict]:
@@ -59,7 +61,8 @@ def promote(j: Judgement, opts) -> dict[str, dict]:
     # a composite (adaptive_format) is champion only where its own kernel runs: a group won
     # entirely below its crossover was won by the int8 stand-in, which the dispatcher never takes
     runs_own = (lambda w: route(ref.params, w.T) is not None) if route else None
-    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape, claims=runs_own)
+    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape, claims=runs_own,
+                                    card=j.card)
     if not records:
         raise PromotionRefused(f"not promoted: {ref.label()}: it won only where its own kernel does not run "
                                f"({j.verdict.numbers.get('wins', '')})")

@@ -37,6 +37,7 @@ class Options:
     warmup: int = 3
     seed: int | None = None  # the sampler's (TPE) seed
     ceilings_file: Path | None = None  # measured device ceilings (JSON), for roofline fractions
+    per_card: bool = False  # judge against, and promote as, this card's own champions (champions.card_of)
 
     @property
     def storage_url(self) -> str:
@@ -50,6 +51,12 @@ class Options:
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return optuna.samplers.TPESampler(seed=self.seed)
+
+    def card(self, device) -> str | None:
+        """The card a study or a promotion keys champions by: the device's with per_card, else None (the arch's)."""
+        from campaign import champions
+
+        return champions.card_of(device.info) if self.per_card else None
 
     def open_device(self, backend: str):
         device = open_device(backend)
@@ -237,7 +244,8 @@ def start(lever_name: str, opts: Options, study_name: str | None = None, suite: 
         return _attach(study, lever, device, opts)
     tracker = opts.tracker()  # a bad tracking URI fails here, before a study exists
     arch = device.info["arch"]
-    specs = incumbents.resolve(lever, suite_obj.workloads(wanted.types), arch, paths.champions_file(opts.root))
+    specs = incumbents.resolve(lever, suite_obj.workloads(wanted.types), arch, paths.champions_file(opts.root),
+                               opts.card(device))
     study = study_mod.create(storage, name, wanted, {
         "experiment": tracker.experiment, "tracking_uri": tracker.uri, "arch": arch,
         "incumbents": {label: spec.to_json() for label, spec in specs.items()},

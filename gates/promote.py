@@ -24,11 +24,12 @@ def verdict(gates: list[GateResult]) -> GateResult:
 
 
 def champion_records(perf_report, arch: str, base: dict, per_shape: bool = False,
-                     claims=None) -> dict[str, dict]:
+                     claims=None, card: str | None = None) -> dict[str, dict]:
     """One champions.json record per winning group, keyed 'qtype/arch/regime', or with
     `per_shape` 'qtype/arch/regime/MxK' (the group's one shape; several shapes in one group
     are refused: its verdict would be promoted for a shape that may have lost).
-    `claims(workload) -> bool`: groups with no claimed workload get no record."""
+    `claims(workload) -> bool`: groups with no claimed workload get no record. `card`: the records are that card's
+    own, 'qtype/arch:card/regime' (campaign promote --per-card)."""
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     records = {}
     for group in perf_report.wins:
@@ -43,7 +44,7 @@ def champion_records(perf_report, arch: str, base: dict, per_shape: bool = False
                 raise PromotionRefused(f"per-shape lever judged on {len(shapes)} shapes in group {group.key} "
                                        f"({', '.join(f'{m}x{k}' for m, k in shapes)}): study one shape per suite")
             shape = shapes[0]
-        records[key(group.qtype, arch, group.regime, shape)] = {
+        records[key(group.qtype, arch, group.regime, shape, card)] = {
             **base, "qtype": group.qtype, "arch": arch, "regime": group.regime, "speedup": group.speedup,
             "noise_floor": group.noise_floor, "margin": group.margin, "workloads": [w.label() for w in mine],
             "promoted_at": now, **({"shape": list(shape)} if shape else {}),

@@ -31,32 +31,33 @@ LEVERS = ("direct_q8", "direct", "wgmma_i8", "wgmma", "adaptive_format", "fused_
 _built: dict = {}
 
 
-def _champion(lever: str, qtype: str, arch: str, T: int, shape, path) -> tuple[str, dict, str] | None:
+def _champion(lever: str, qtype: str, arch: str, T: int, shape, path, card=None) -> tuple[str, dict, str] | None:
     """(family, params, where from) of the lever's champion: shape-keyed first, then per regime.
     The family is the record's own: a lever's family may have changed since it was promoted
     (adaptive_format's records of run 15 are plain mmq_f16 tiles, not the later composite)."""
     from campaign import champions
 
     if shape:
-        found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path)
+        found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path, card=card)
         if found:
             champion_key, record = found
             used = champions.key_shape(champion_key)
             how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
             return record["family"], dict(record["params"]), f"{how} {used[0]}x{used[1]}"
-    record = champions.lookup_record(lever, qtype, arch, T, path=path)
+    record = champions.lookup_record(lever, qtype, arch, T, path=path, card=card)
     return (record["family"], dict(record["params"]), "regime") if record else None
 
 
 def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = None,
-           K: int | None = None) -> tuple[str, dict, str]:
+           K: int | None = None, card: str | None = None) -> tuple[str, dict, str]:
     """(family, params, origin) the dispatcher runs for this workload (M, K: the weight's
-    shape, which per-shape champions need; without it only regime champions are used)."""
+    shape, which per-shape champions need; without it only regime champions are used; card: the
+    card it runs on, whose own champions (campaign promote --per-card) come before the arch's)."""
     from kernels import families
 
     shape = (M, K) if M and K else None
     for lever in LEVERS:
-        found = _champion(lever, qtype, arch, T, shape, champions_path)
+        found = _champion(lever, qtype, arch, T, shape, champions_path, card)
         if found is None:
             continue
         family, params, where = found
@@ -90,7 +91,10 @@ def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_
     device = device or open_device("cuda")
     x = np.asarray(x)
     T, K = x.shape
-    family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K)
+    from campaign import champions
+
+    family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K,
+                                     card=champions.card_of(device.info))
     x16 = f16_input_params(family, params) if x.dtype == np.float16 else None
     params = x16 or params
     x = np.ascontiguousarray(x, dtype=np.float16 if x16 else np.float32)

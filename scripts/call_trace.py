@@ -204,7 +204,8 @@ def main() -> int:
     except ValueError:
         raise SystemExit(f"--shape {args.shape!r}: expected MxK, e.g. 4096x14336") from None
     device = open_device("cuda")
-    base = champions.lookup("direct_q8", args.type, device.info["arch"], args.T) or {}
+    card = champions.card_of(device.info)  # (a card's own champion, campaign promote --per-card, first)
+    base = champions.lookup("direct_q8", args.type, device.info["arch"], args.T, card=card) or {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = {}

@@ -69,7 +69,8 @@ def champion_configs(path=None) -> dict[str, list[dict]]:
     return found
 
 
-def bench_jobs(lines: list[str], types: list[str], arch: str) -> list[tuple[str, dict, str]]:
+def bench_jobs(lines: list[str], types: list[str], arch: str,
+               card: str | None = None) -> list[tuple[str, dict, str]]:
     """(family, params, qtype) that the bench's `lines` run at every dense shape and T of `types`
     (campaign.bench.line_choice: the champion line's choice depends on the type, so not every type's configurations
     are compiled for every other type)."""
@@ -85,7 +86,7 @@ def bench_jobs(lines: list[str], types: list[str], arch: str) -> list[tuple[str,
                 continue
             for M, K in bench.DENSE_SHAPES:
                 for T in bench.DENSE_TS:
-                    family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch)
+                    family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch, card=card)
                     found[json.dumps([family, params, qtype], sort_keys=True)] = (family, params, qtype)
     return list(found.values())
 
@@ -148,6 +149,8 @@ def main() -> int:
     ap.add_argument("--bench-lines", help="comma-separated bench line names to compile as campaign bench runs them "
                                           "over the dense shapes and T")
     ap.add_argument("--families", help="only these families (comma-separated)")
+    ap.add_argument("--card", help="with --bench-lines: the card the call will run on (e.g. h200), whose own champions "
+                                   "(campaign promote --per-card) the champion line takes first")
     ap.add_argument("--export", help="copy the cache entries this call needed into this directory")
     ap.add_argument("--append", action="store_true", help="add to the --export directory instead of replacing it")
     ap.add_argument("--only-extra", action="store_true",
@@ -161,7 +164,8 @@ def main() -> int:
     configs = expand_composites(configs)
     todo = jobs(configs, args.types.split(","), args.arch)
     if args.bench_lines:
-        for name, params, qtype in bench_jobs(args.bench_lines.split(","), args.types.split(","), args.arch):
+        for name, params, qtype in bench_jobs(args.bench_lines.split(","), args.types.split(","), args.arch,
+                                              args.card):
             todo += [job for job in jobs({name: [params]}, [qtype], args.arch) if job not in todo]
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 

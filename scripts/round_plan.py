@@ -6,7 +6,7 @@
                                                         --extra file ({family: [params]})
 
 A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... --trials N --promote`
-with its N candidates enqueued (and Optuna's own samples after them when the entry asks for more
+(and `--per-card` where the entry says "per_card": true) with its N candidates enqueued (and Optuna's own samples after them when the entry asks for more
 "trials"); the `bench` group is the full dense bench. GROUPs (default: all)
 select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
 parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
@@ -42,6 +42,8 @@ def steps(groups: list[str]) -> list[str]:
         name = s.get("study", f"{s['lever']}-{s['suite']}")  # two studies of one suite need their own names
         out += ["study", s["lever"], "--study", name, "--suite", s["suite"],
                 "--types", s["types"], "--trials", str(s.get("trials", len(s["enqueue"]))), "--promote"]
+        if s.get("per_card"):  # judged against, and promoted as, the card's own champions (campaign run --per-card)
+            out.append("--per-card")
         for params in s["enqueue"]:
             out += ["--enqueue", json.dumps(params, separators=(",", ":"))]
     if bench:

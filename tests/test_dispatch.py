@@ -265,3 +265,32 @@ def test_kernels_mmq_without_a_gpu_says_so(monkeypatch):
     w = quant.get("q4_K").quantize( np.random.default_rng(0).standard_normal((32, 256)).astype(np.float32))
     with pytest.raises(NoGPUError, match="GPU"):
         kernels.mmq(w, "q4_K", np.ones((4, 256), np.float32))
+
+
+def test_a_cards_own_champion_comes_first_on_that_card_and_nowhere_else(tmp_path):
+    """One arch is several cards (H100 and H200: sm_90). A record promoted with --per-card (key q4_K/sm_90:h200/tiny)
+    is what that card runs; another card, or a caller that names none, runs the arch's record; and at an inherited
+    regime the card's own record at the finer regime is not skipped for the arch's."""
+    path = tmp_path / "champions.json"
+    arch_wide = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 3}
+    h200 = {**arch_wide, "STAGES": 2}
+    _promote(path, "mmq_base", "mmq_base", "q4_K", "tiny", arch_wide)
+    champions.promote("mmq_base", champions.key("q4_K", "sm_90", "tiny", card="h200"),
+                      {"lever": "mmq_base", "family": "mmq_base", "params": h200}, path=path)
+    h200_card = champions.card_of({"name": "NVIDIA H200"})
+    h100_card = champions.card_of({"name": "NVIDIA H100 80GB HBM3"})
+    assert (h200_card, h100_card) == ("h200", "h100-80gb-hbm3")
+    assert dispatch.choose("q4_K", "sm_90", 16, path, card=h200_card)[1] == h200
+    assert dispatch.choose("q4_K", "sm_90", 16, path, card=h100_card)[1] == arch_wide
+    assert dispatch.choose("q4_K", "sm_90", 16, path)[1] == arch_wide
+    assert champions.lookup("mmq_base", "q4_K", "sm_90", 16, path, card="h200") == h200
+    # a card's shape-keyed record too, before the arch's
+    _promote_shape(path, (4096, 14336), "large", 256)
+    champions.promote("adaptive_format", champions.key("q4_K", "sm_90", "large", (4096, 14336), "h200"),
+                      {"lever": "adaptive_format", "family": "mmq_adaptive", "params": {**F16, "CROSSOVER_T": 512}},
+                      path=path)
+    key, record = champions.lookup_shaped("adaptive_format", "q4_K", "sm_90", 1024, 4096, 14336, path, card="h200")
+    assert key == "q4_K/sm_90:h200/large/4096x14336" and record["params"]["CROSSOVER_T"] == 512
+    assert champions.key_shape(key) == (4096, 14336)
+    assert champions.lookup_shaped("adaptive_format", "q4_K", "sm_90", 1024, 4096, 14336, path)[1]["params"][
+        "CROSSOVER_T"] == 256

@@ -154,3 +154,25 @@ def test_restore_makes_the_predecessor_champion_again_and_keeps_the_one_it_repla
     record = champions.current("cpu_demo", key, path)
     assert record["study"] == "b" and [r["study"] for r in record["history"]] == ["a"]
     assert tracker.get_run(run_b).data.tags[f"champion.{key}"] == "current"
+
+
+def test_per_card_promotion_keys_the_champion_by_the_card_it_was_gated_on(root, capsys):
+    """`campaign promote --per-card`: the record is the card's own (<qtype>/<arch>:<card>/<regime>), the arch's key is
+    left alone, and a lookup on that card finds it while one on another card does not."""
+    from tests.conftest import Campaign
+
+    campaign = Campaign(root, None, None, capsys)
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 0, err
+    code, out, err = campaign("promote", "cpu_demo/0", "--per-card")
+    assert code == 0, err + out
+    card = champions.card_of(CpuDevice().info)
+    key = champions.key("q4_K", "cpu", "tiny", card=card)
+    assert f"champion cpu_demo {key}: cpu_demo/0" in out
+    entries = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]
+    assert list(entries) == [key] and entries[key]["gated_on"] == CpuDevice().info["name"]
+    path = root / "champions.json"
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path, card=card) == FAST[0]
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path, card="another-card") is None
+    code, out, _ = campaign("list")
+    assert f"champion {key}: cpu_demo/0" in out

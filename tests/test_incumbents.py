@@ -93,3 +93,19 @@ def test_an_incumbent_lever_without_the_type_hands_over_to_its_own_incumbent(tmp
     assert incumbents.incumbent_lever(DIRECT_Q8, "q5_K").name == "wgmma"
     assert incumbents.incumbent_lever(CPU_DEMO, "q4_K").name == "cpu_demo"  # its own incumbent
     assert incumbents.incumbent_lever(CPU_DEMO, "iq2_xs").name == "cpu_demo"  # a type no lever claims: no endless chain
+
+
+def test_a_per_card_study_is_measured_against_its_cards_champion_first(tmp_path):
+    """--per-card: the incumbent is the card's own champion where it has one, else the arch's (what the dispatcher
+    runs on that card); without a card only the arch's records count."""
+    path = tmp_path / "champions.json"
+    arch_wide = {"BM": 64, "BN": 16, "WARPS_M": 4, "WARPS_N": 1, "STAGES": 2}
+    h200 = {**arch_wide, "STAGES": 3}
+    champions.promote("mmq_base", champions.key("q4_K", "sm_90", "tiny"),
+                      {"family": "mmq_base", "params": arch_wide, "mlflow_run_id": "a"}, path)
+    champions.promote("mmq_base", champions.key("q4_K", "sm_90", "tiny", card="h200"),
+                      {"family": "mmq_base", "params": h200, "mlflow_run_id": "h"}, path)
+    (w16,) = anchor_workloads(16)
+    assert incumbents.resolve(PERSISTENT, [w16], "sm_90", path, "h200")[w16.label()].params == h200
+    assert incumbents.resolve(PERSISTENT, [w16], "sm_90", path, "h100-80gb-hbm3")[w16.label()].params == arch_wide
+    assert incumbents.resolve(PERSISTENT, [w16], "sm_90", path)[w16.label()].params == arch_wide

@@ -82,3 +82,24 @@ def test_precompile_lists_what_the_bench_champion_line_runs_per_type(tmp_path, m
     assert {qtype for family, _, qtype in found if family == "mmq_base"} == {"q4_K", "q6_K"}
     with pytest.raises(SystemExit, match="unknown line 'nope'"):
         precompile.bench_jobs(["nope"], ["q4_K"], "sm_90")
+
+
+def test_a_per_card_entry_asks_its_study_to_promote_as_the_cards_own(tmp_path, monkeypatch):
+    """An entry with "per_card": true adds --per-card to its study step (campaign run: judged against, and promoted as,
+    the card's own champions); the others do not."""
+    plan = {"studies": [{**STUDIES[-1], "group": "mine", "per_card": True}, {**STUDIES[-1], "group": "other"}],
+            "bench": []}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    monkeypatch.setattr(round_plan, "PLAN", path)
+    assert round_plan.steps(["mine"]).count("--per-card") == 1
+    assert "--per-card" not in round_plan.steps(["other"])
+    assert campaign_cli_accepts(round_plan.steps(["mine"]))
+
+
+def campaign_cli_accepts(steps: list[str]) -> bool:
+    """`campaign run` parses the study step's arguments as device_run.sh passes them."""
+    from campaign import cli
+
+    args = cli.build_parser().parse_args(["run", *steps[1:]])
+    return args.per_card and args.promote
