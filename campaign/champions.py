@@ -6,10 +6,9 @@
                                                   "promoted_at": ..., "history": [older records]}}}}
 
 A record may also be a card's own, "q4_K/sm_90:h200/tiny" (`campaign promote --per-card`): one arch is several cards
-(the H100 and the H200 are both sm_90) and a choice gated on one can lose on the other (perf log run 124). (A colon,
-not "@": MLflow's tag names, which carry the key, allow it.) Lookups
+(the H100 and the H200 are both sm_90) and a choice gated on one can lose on the other (perf log run 124). Lookups
 take the card they run on and prefer its records to the arch's, regime by regime; without card records nothing
-changes.
+changes. (A colon, not "@": MLflow's tag names, which carry the key, allow it.)
 
 Schema 2 adds shape-keyed records, "q4_K/sm_90/large/4096x14336" (M x K), for levers whose
 parameters are tuned per shape (Lever.per_shape: adaptive_format's crossover T). A file is
@@ -23,6 +22,7 @@ promotion is lost.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import json
 import math
@@ -39,7 +39,8 @@ SCHEMA = 2
 SHAPED_SCHEMA = 2  # the first schema with shape-keyed records
 
 
-def key(qtype: str, arch: str, regime_name: str, shape: tuple[int, int] | None = None, card: str | None = None) -> str:
+def key(qtype: str, arch: str, regime_name: str, shape: tuple[int, int] | None = None,
+        card: str | None = None) -> str:
     base = f"{qtype}/{arch}:{card}/{regime_name}" if card else f"{qtype}/{arch}/{regime_name}"
     return f"{base}/{shape[0]}x{shape[1]}" if shape else base
 
@@ -50,7 +51,7 @@ def card_of(device_info: dict) -> str | None:
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or None
 
 
-def _cards(card: str | None) -> tuple[str | None, ...]:
+def cards_first(card: str | None) -> tuple[str | None, ...]:
     """The key variants a lookup tries at each regime: the card's own first, then the arch's."""
     return (card, None) if card else (None,)
 
@@ -93,7 +94,7 @@ def lookup_record(family_or_lever: str, qtype: str, arch: str, T: int, path: Pat
     else at the regime that regime inherits from (workloads.INHERITS); at each, the card's own first."""
     levers = load(path)["levers"]
     for regime_name in regime_chain(T):
-        for on in _cards(card):
+        for on in cards_first(card):
             wanted = key(qtype, arch, regime_name, card=on)
             record = levers.get(family_or_lever, {}).get(wanted)
             if record is None:
@@ -120,7 +121,7 @@ def lookup_shaped(lever: str, qtype: str, arch: str, T: int, M: int, K: int,
     says which shape was used, so a caller can report an approximation as one."""
     entries = load(path)["levers"].get(lever, {})
     # (a regime without shape-keyed records: the one it inherits from; at each, the card's own shapes first)
-    for regime_name, on in ((r, c) for r in regime_chain(T) for c in _cards(card)):
+    for regime_name, on in ((r, c) for r in regime_chain(T) for c in cards_first(card)):
         prefix = key(qtype, arch, regime_name, card=on) + "/"
         shaped = {k: r for k, r in entries.items() if k.startswith(prefix) and key_shape(k)}
         if shaped:
@@ -162,8 +163,6 @@ def restore(lever: str, champion_key: str, reason: str, path: Path | None = None
     """Make the newest record in the champion's history champion again (a promotion that measured well on the gate's
     card and badly where it matters is undone without re-running anything). The displaced champion goes to the
     restored record's history with `retired_reason`; nothing is deleted. Returns the restored record."""
-    import datetime
-
     if not reason.strip():
         raise CampaignError("restore needs a reason: it is kept with the champion it retires")
     path = Path(path or default_path())

@@ -72,7 +72,7 @@ def _champion(lever_name: str, w: Workload, arch: str, champions_path: Path, car
     """A per-shape lever's champion of this very shape, else the (qtype, arch, regime) one (with `card`, the card's
     own of each first); a regime without any is defended by the champion of the regime it inherits from."""
     for regime_name in regime_chain(w.T):
-        for on in ((card, None) if card else (None,)):
+        for on in champions.cards_first(card):
             shaped, regime_key = (champions.key(w.qtype, arch, regime_name, (w.M, w.K), on),
                                   champions.key(w.qtype, arch, regime_name, card=on))
             record = (champions.current(lever_name, shaped, champions_path)

@@ -98,7 +98,8 @@ def restore(lever: str, champion_key: str, reason: str, root) -> dict:
 
     restored = champions.restore(lever, champion_key, reason, paths.champions_file(root))
     local = paths.default_tracking_uri(root)
-    runs = {rec.get("mlflow_run_id"): state for rec, state in ((restored["history"][-1], "retired"), (restored, "current"))
+    pairs = ((restored["history"][-1], "retired"), (restored, "current"))
+    runs = {rec["mlflow_run_id"]: state for rec, state in pairs
             if rec.get("mlflow_run_id") and rec.get("tracking_uri") == local}
     if runs and (paths.mlruns(root) / "mlflow.db").exists():  # (no store is created for this)
         tracker = tracking.Tracker(local, artifact_root=paths.default_artifact_root(root))

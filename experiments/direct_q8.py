@@ -14,7 +14,8 @@ GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), wh
 copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its range's scales and sums
 in shared memory (SMEMSUMS), polls its count with acquire loads (POLLACQ), releases it with no sequentially
 consistent fence (RELADD), has each CTA quantize its range's first super-blocks itself (LOCALQ), asks L2 for weights
-only after the kernel before has ended (L2LATE), stages the range by bulk copies (XBULK) and makes the K ranges started first longer than the ones started last (SKEW).
+only after the kernel before has ended (L2LATE), stages the range by bulk copies (XBULK) and makes the K ranges
+started first longer than the ones started last (SKEW).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever

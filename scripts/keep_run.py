@@ -6,8 +6,8 @@
 FILES_AT is the folder the device tool copied the call's $OUT to. Each `*.tar.gz` becomes `*.tar.xz` holding the same
 tar, byte for byte, except the MLflow + Optuna store (`stores.tar.gz`), which becomes `studies.tar.xz` with its two
 databases only (every trial, parameter, metric and verdict; the artifacts are kernel sources, which git has at the run's
-commit, and plots drawn from the data); a call that ran no study brings back a store with no database, and it is left out. Everything else (nvidia-smi.txt, a bench folder's csv and plot, ...) is copied
-as it is. An existing runNN is not touched.
+commit, and plots drawn from the data); a call that ran no study brings back a store with no database, and it is
+left out. Everything else (nvidia-smi.txt, a bench folder's csv and plot, ...) is copied as it is. An existing runNN is not touched.
 """
 from __future__ import annotations
 

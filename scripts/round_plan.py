@@ -6,8 +6,8 @@
                                                         --extra file ({family: [params]})
 
 A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... --trials N --promote`
-(and `--per-card` where the entry says "per_card": true) with its N candidates enqueued (and Optuna's own samples after them when the entry asks for more
-"trials"); the `bench` group is the full dense bench. GROUPs (default: all)
+(and `--per-card` where the entry says "per_card": true) with its N candidates enqueued (and Optuna's own samples
+after them when the entry asks for more "trials"); the `bench` group is the full dense bench. GROUPs (default: all)
 select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
 parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
 does), so the compiled sources are the ones the trials build.

@@ -147,7 +147,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"XBULK": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "LOCALQ": 1}, "XBULK=1"),
     ({"L2LATE": 1, "GRIDQ": 2, "PDL": 2}, "L2LATE=1"), ({"L2LATE": 1, "L2AHEAD": 2}, "L2LATE=1"),
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
-    ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"), ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
+    ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
+    ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -626,8 +627,8 @@ def test_gridq2_is_one_dependent_launch_with_the_counters_the_flags_and_the_epoc
 @pytest.mark.parametrize("xshared", [3, 8])
 def test_skewed_k_ranges_cover_k_once_each_within_xshared_and_never_empty(nsb, ranges, skew, xshared):
     """SKEW's split (range_starts, as range_begin in the kernel): consecutive ranges that cover every super-block once,
-    each 1..XSHARED long wherever the even split is, none moved by more than a quarter of an even range, the first ones at least as long as the last ones, and SKEW 0 the
-    even split itself (the kernel's before SKEW)."""
+    each 1..XSHARED long wherever the even split is, none moved by more than a quarter of an even range, the first
+    ones at least as long as the last ones, and SKEW 0 the even split itself (the kernel's before SKEW)."""
     params = {"SKEW": skew, "XSHARED": xshared, "GRIDQ": 2, "PDL": 2}
     starts = mmq_direct_q8.range_starts(nsb, ranges, params)
     even = [y * nsb // ranges for y in range(ranges + 1)]

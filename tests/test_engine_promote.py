@@ -144,7 +144,8 @@ def test_restore_makes_the_predecessor_champion_again_and_keeps_the_one_it_repla
     record = champions.current("cpu_demo", key, path)
     assert record["study"] == "a" and record["restored_reason"] == "slower on the H200 (run 122)"
     assert [r["study"] for r in record["history"]] == ["b"]
-    assert record["history"][0]["retired_reason"] == "slower on the H200 (run 122)" and record["history"][0]["retired_at"]
+    retired = record["history"][0]
+    assert retired["retired_reason"] == "slower on the H200 (run 122)" and retired["retired_at"]
     assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path) == {"BM": 32}
     assert tracker.get_run(run_a).data.tags[f"champion.{key}"] == "current"
     assert tracker.get_run(run_b).data.tags[f"champion.{key}"] == "retired"
