@@ -65,6 +65,11 @@ Parameters (compile time unless said):
   L2AHEAD     super-blocks past its ring each warp asks L2 for (cp.async.bulk.prefetch.L2, one per slot), the first
               L2AHEAD before the GEMM waits for its pass, then one per loop step: the weights stream while the pass
               runs, bounded (run 71's whole-range prefetch flooded DRAM ahead of the pass's own loads)
+  SPLITCOUNT  1 (GRIDQ 2, SMEMSUMS 1; LOCALQ, XBULK, BULK, RELADD 0): the range's count in two, its first super-block's
+              units (numbered super-block first: at T=16 two CTAs of 8 warps quantize them) and the rest's; a CTA
+              stages the first super-block once its count is seen and the rest in the loop's second trip once the
+              other count is (run 118: the range's one count waits for the last of its 14 quantizing CTAs, 0.8-1.8 us
+              after the median one)
   L2LATE      1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks made once the kernel before has ended (a CTA that
               quantizes: after its count's add), not as the CTA starts: run 118's trace had DRAM idle from the ring's
               first slots landing to the first super-block (~4 us), while asks made at the start slow the kernel
@@ -128,10 +133,10 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "L2LATE", "XBULK",
-                "SKEW", "PROBE", "TRACE")
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "L2LATE",
+                "XBULK", "SKEW", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -214,6 +219,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["LOCALQ"] not in range(3) or (p["LOCALQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["BULK"])):
         return (f"LOCALQ={p['LOCALQ']}: 0, or 1..2 super-blocks with GRIDQ 2, SMEMSUMS 1 and BULK 0 (each CTA "
                 f"quantizes its range's first super-blocks itself)")
+    if p["SPLITCOUNT"] not in (0, 1) or (p["SPLITCOUNT"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["LOCALQ"]
+                                                                or p["XBULK"] or p["BULK"] or p["RELADD"])):
+        return (f"SPLITCOUNT={p['SPLITCOUNT']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1, LOCALQ 0, XBULK 0, BULK 0 and RELADD 0 "
+                f"(the range's count split at its first super-block)")
     if p["L2LATE"] not in (0, 1) or (p["L2LATE"] and (p["GRIDQ"] != 2 or not p["L2AHEAD"])):
         return (f"L2LATE={p['L2LATE']}: 0, or 1 with GRIDQ 2 and L2AHEAD > 0 (the first asks of L2 made after the wait "
                 f"for the kernel before)")
@@ -308,7 +317,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
         # PASSFLAG, GRIDQ 2: a count per (token tile, K range) (PASSFLAG: of the units published, then one of the pass
         # CTAs done; GRIDQ 2: of the range's units stored), zero once
         self.passflag = variant.params.get("PASSFLAG", 0)
-        counts = gx * gz + 1 if self.passflag else gx * gz if self.gridq == 2 else 0
+        split = 2 if variant.params.get("SPLITCOUNT", 0) else 1  # SPLITCOUNT: the first super-block's, the rest's
+        counts = gx * gz + 1 if self.passflag else gx * gz * split if self.gridq == 2 else 0
         self.counters = device.to_device(np.zeros(counts, np.uint32)) if counts else None
         # CLUSTERQ, GRIDQ 2: a flag per (row tile, token tile), zero once; each launch publishes its own epoch in it
         tiled = self.cluster_q or self.gridq == 2

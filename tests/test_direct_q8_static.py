@@ -145,6 +145,9 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"LOCALQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "BULK": 1}, "LOCALQ=1"),
     ({"XBULK": 1, "GRIDQ": 2, "PDL": 2}, "XBULK=1"), ({"XBULK": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "XBULK=2"),
     ({"XBULK": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "LOCALQ": 1}, "XBULK=1"),
+    ({"SPLITCOUNT": 1, "GRIDQ": 2, "PDL": 2}, "SPLITCOUNT=1"),
+    ({"SPLITCOUNT": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RELADD": 1}, "SPLITCOUNT=1"),
+    ({"SPLITCOUNT": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "SPLITCOUNT=2"),
     ({"L2LATE": 1, "GRIDQ": 2, "PDL": 2}, "L2LATE=1"), ({"L2LATE": 1, "L2AHEAD": 2}, "L2LATE=1"),
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
@@ -184,7 +187,8 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LOCALQ": 1},
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SKEW": 2},
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "XBULK": 1},
-                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1}])
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -673,3 +677,24 @@ def test_xbulk_stages_the_range_by_three_bulk_copies_in_place_of_its_cp_async_pi
     assert none2 == 0 and three2 == three3 == 3
     assert staged2 - bulk2 == staged3 - bulk3 > 0  # the staging's pieces, whatever the ring
     assert staged3 - staged2 == bulk3 - bulk2 > 0  # a ring slot's pieces, XBULK or not
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_splitcount_waits_and_adds_twice_and_stages_the_rest_in_the_loop(qtype):
+    """SPLITCOUNT: a second count's wait (its polls sleep: NANOSLEEP), a second add (ATOM) after the one fence
+    (MEMBAR), one more CTA barrier (the wait's) and the rest's staging in the loop (more cp.async pieces), with no spill
+    in the registers two CTAs an SM leave."""
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+
+    def gemm(params):
+        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
+            "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
+        return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"], summary
+
+    one, _ = gemm(base)
+    two, summary = gemm({**base, "SPLITCOUNT": 1})
+    for op, more in (("NANOSLEEP", 1), ("ATOM", 1), ("BAR.SYNC", 1)):
+        assert two.count(op) == one.count(op) + more, op
+    assert two.count("MEMBAR") == one.count("MEMBAR") and two.count("LDGSTS") > one.count("LDGSTS")
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128

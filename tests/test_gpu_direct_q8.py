@@ -64,6 +64,10 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1},
     # the weights asked of L2 after the wait for the kernel before (L2LATE): the champion's form asking the whole range
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "L2AHEAD": 4, "L2LATE": 1},
+    # the range's count split at its first super-block (SPLITCOUNT): the T=16 champion's form; short ranges (some of
+    # one super-block: nothing past the first to count)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -159,6 +163,8 @@ def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     from kernels import mmq_direct_q8
 
     ranges = np.diff(mmq_direct_q8.range_starts(K // 256, gy, params))  # LOCALQ: each CTA quantizes the first ones itself
+    if params["SPLITCOUNT"]:  # two counts a range: its first super-block's units, the rest's
+        return np.array([min(16, T - 16 * z) * part for z in range(gz) for n in ranges for part in (1, n - 1)])
     return np.array([min(16, T - 16 * z) * (n - min(params["LOCALQ"], n)) for z in range(gz) for n in ranges])
 
 

@@ -99,6 +99,11 @@
                   // through the count, which a CTA then waits for only before its super-block n: its first n
                   // super-blocks stream while the count comes (run 113: loading the local units one after the other
                   // put three L2 round trips under load, 1-1.5 us each, before the first super-block)
+#ifndef SPLITCOUNT  // 1 (GRIDQ 2, SMEMSUMS, LOCALQ 0, XBULK 0, BULK 0, RELADD 0): the range's count in two, its first
+#define SPLITCOUNT 0  // super-block's units (numbered super-block first, so two CTAs of 8 warps quantize them at T=16)
+#endif                // and the rest's: a CTA stages the first super-block once its count is seen and the rest once
+                      // the other count is, in the loop's second trip (run 118: the range's count waits for the last
+                      // of its 14 quantizing CTAs, 0.8-1.8 us after the median one)
 #ifndef L2LATE  // 1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks are made once the kernel before has ended (a CTA that
 #define L2LATE 0  // quantizes: after its count's add) rather than as the CTA starts: run 118's trace had DRAM idle from
 #endif            // the ring's first slots landing (~2-3 us after the kernel before's end) to the first super-block
@@ -156,6 +161,9 @@
 #endif
 #if RELADD < 0 || RELADD > 1 || (RELADD && GRIDQ != 2)
 #error "mmq_direct_q8.cu: RELADD 0..1, 1 with GRIDQ 2"
+#endif
+#if SPLITCOUNT < 0 || SPLITCOUNT > 1 || (SPLITCOUNT && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || XBULK || BULK || RELADD))
+#error "mmq_direct_q8.cu: SPLITCOUNT 0..1, 1 with GRIDQ 2, SMEMSUMS 1, LOCALQ 0, XBULK 0, BULK 0 and RELADD 0"
 #endif
 #if L2LATE < 0 || L2LATE > 1 || (L2LATE && (GRIDQ != 2 || !L2AHEAD))
 #error "mmq_direct_q8.cu: L2LATE 0..1, 1 with GRIDQ 2 and L2AHEAD > 0"
@@ -641,9 +649,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // (LOCALQ: the units of the range's super-blocks past its first local_sbs, which each CTA quantizes itself)
     const int local_sbs = LOCALQ > 0 ? min(LOCALQ, nrange) : 0, shared_sbs = nrange - local_sbs;
     const int range_units = rows * shared_sbs, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
-    const unsigned mine = range_units / stride * WARPS + min(WARPS, max(0, range_units % stride - first_unit));
+    auto mine_below = [&](int n) {  // how many of this CTA's units are numbered below n
+        return static_cast<unsigned>(n / stride * WARPS + min(WARPS, max(0, n % stride - first_unit)));
+    };
+    const unsigned mine = mine_below(range_units);
     const bool ring_first = !(QFIRST && mine);
-    unsigned* range_count = counters + blockIdx.z * gridDim.y + blockIdx.y;
+    // SPLITCOUNT: two counts a range, its first super-block's units (numbered first) and the rest's
+    unsigned* range_count = SPLITCOUNT ? counters + 2 * (blockIdx.z * gridDim.y + blockIdx.y)
+                                       : counters + blockIdx.z * gridDim.y + blockIdx.y;
 #else
     constexpr bool ring_first = true;
     constexpr int local_sbs = 0;
@@ -661,7 +674,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ == 2
     {
-        auto unit_of = [&](int u) {
+        auto unit_of = [&](int u) {  // (SPLITCOUNT: super-block major, so the first super-block's are units 0 .. rows - 1)
+            if constexpr (SPLITCOUNT) return static_cast<long long>(tok0 + u % rows) * nsb + sb_begin + u / rows;
             return static_cast<long long>(tok0 + u / shared_sbs) * nsb + sb_begin + local_sbs + u % shared_sbs;
         };
         auto local_unit = [&](int lu) {
@@ -705,6 +719,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (threadIdx.x == 0 && mine) {  // after the barrier: a release cumulative over the CTA's stores
             if constexpr (RELADD) {
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(range_count), "r"(mine) : "memory");
+            } else if constexpr (SPLITCOUNT) {  // one fence for both counts
+                const unsigned first = mine_below(rows);
+                __threadfence();
+                if (first) atomicAdd(range_count, first);
+                if (mine > first) atomicAdd(range_count + 1, mine - first);
             } else {
                 __threadfence();
                 atomicAdd(range_count, mine);
@@ -728,8 +747,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
-        if constexpr (LOCALQ == 0) {
-            wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));  // its units are stored
+        if constexpr (LOCALQ == 0) {  // its units are stored (SPLITCOUNT: its first super-block's)
+            wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units));
             TRACE_MARK(1);
         }
     }
@@ -787,10 +806,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         mmq::cp_async_commit();
     };
-#if SMEMSUMS  // the range's sums (16 token rows of 32 bytes a super-block) and scales (64 bytes a super-block) from
-    // super-block `first` on, into the group that stage() then commits
-    auto stage_sums = [&](int first) {
-        const int count = nrange - first;
+#if SMEMSUMS  // the range's sums (16 token rows of 32 bytes a super-block) and scales (64 bytes a super-block) of
+    // super-blocks first .. first + count - 1, into the group that stage() then commits
+    auto stage_sums = [&](int first, int count) {
         for (int p = threadIdx.x; p < 16 * 2 * count + 4 * count; p += kThreads) {
             if (p < 16 * 2 * count) {  // a token past T copies the last token's (its outputs are never stored)
                 const int r = p / (2 * count), c = 2 * first + p % (2 * count);
@@ -806,7 +824,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
 #if LOCALQ  // super-blocks local_sbs.. once the range's count says they are stored: one group, in the loop
     auto stage_shared = [&] {
-        stage_sums(local_sbs);
+        stage_sums(local_sbs, shared_sbs);
         stage(local_sbs, shared_sbs);
     };
 #elif XBULK  // lane r: token row r's activations and sums, lane 16: the scales; two empty groups keep the loop's counts
@@ -829,9 +847,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
     mmq::cp_async_commit();
     mmq::cp_async_commit();
+#elif SPLITCOUNT  // the first super-block now, one group; the rest in the loop's second trip
+    stage_sums(0, 1);
+    stage(0, 1);
 #else
 #if SMEMSUMS
-    stage_sums(0);  // in the first group
+    stage_sums(0, nrange);  // in the first group
 #endif
     stage(0, min(1, nrange));
     stage(1, max(0, nrange - 1));
@@ -856,6 +877,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));
             stage_shared();
         }
+#elif SPLITCOUNT
+        if (s == 1) {  // the rest of the range, once its count says it is stored: a group before this trip's slot
+            wait_count<POLLACQ == 1>(range_count + 1, epoch * static_cast<unsigned>(rows * (nrange - 1)));
+            stage_sums(1, nrange - 1);
+            stage(1, nrange - 1);
+        }
 #endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
         ask_l2(s + RING - 1 + L2AHEAD);
@@ -877,6 +904,15 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         // slot: that trip lets only its slot pend (and waits for every thread's copies), the others the RING - 1 newest
         if constexpr (LOCALQ > 0) {
             if (s == local_sbs) {
+                mmq::cp_async_wait<1>();
+                __syncthreads();
+            } else {
+                mmq::cp_async_wait<RING - 1>();
+                __syncwarp();
+            }
+        } else if constexpr (SPLITCOUNT) {  // slots 0 .. RING - 2, the first super-block's activations, then a slot
+            // per trip and in trip 1, before its slot, the rest's: trips 0 and 1 let only their own slot pend
+            if (s < 2) {
                 mmq::cp_async_wait<1>();
                 __syncthreads();
             } else {
