@@ -822,11 +822,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
     };
 #endif
-#if LOCALQ  // super-blocks local_sbs.. once the range's count says they are stored: one group, in the loop
-    auto stage_shared = [&] {
-        stage_sums(local_sbs, shared_sbs);
-        stage(local_sbs, shared_sbs);
+#if LOCALQ || SPLITCOUNT  // the range from super-block `first` on (LOCALQ: past its local ones; SPLITCOUNT: past the
+    // first), once its count says it is stored: one group, in the loop
+    auto stage_from = [&](int first) {
+        stage_sums(first, nrange - first);
+        stage(first, nrange - first);
     };
+#endif
+#if LOCALQ  // nothing staged before the loop: its local super-blocks are in shared memory already
 #elif XBULK  // lane r: token row r's activations and sums, lane 16: the scales; two empty groups keep the loop's counts
     if (warp == 0) {
         // the other CTAs' generic stores, acquired through the count, ordered before the copy engine's reads
@@ -875,13 +878,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #if LOCALQ
         if (s == local_sbs) {  // the first super-block the range's CTAs quantized between them
             wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));
-            stage_shared();
+            stage_from(local_sbs);
         }
 #elif SPLITCOUNT
         if (s == 1) {  // the rest of the range, once its count says it is stored: a group before this trip's slot
             wait_count<POLLACQ == 1>(range_count + 1, epoch * static_cast<unsigned>(rows * (nrange - 1)));
-            stage_sums(1, nrange - 1);
-            stage(1, nrange - 1);
+            stage_from(1);
         }
 #endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
