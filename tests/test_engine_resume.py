@@ -66,7 +66,11 @@ def test_kill_mid_study_then_resume_loses_and_duplicates_nothing(root, capsys):
     assert trials[interrupted].state == TrialState.FAIL
     assert trials[interrupted].user_attrs["outcome"] == "interrupted"
     new = [t for n, t in trials.items() if n > max(complete_before.keys() | {interrupted})]
-    assert len(new) == 1 and new[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
+    # The resumed trial ran to a verdict: a tile the space allows may still be judged infeasible (over the
+    # scratch budget, or f32 accumulation failing parity), which Optuna stores as FAIL with that outcome.
+    assert len(new) == 1, new
+    verdicts = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "infeasible"}
+    assert new[0].user_attrs.get("outcome") == verdicts.get(new[0].state), (new[0].state, new[0].user_attrs)
 
     client = MlflowClient(tracking_uri)
     by_number = trial_runs(client, study)
