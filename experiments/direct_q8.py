@@ -14,7 +14,8 @@ GEMM waits on counters the pass publishes rather than on its grid (PASSFLAG), wh
 copies its ring's first weights after its count's add (QFIRST), and whether GRIDQ 2 stages its range's scales and sums
 in shared memory (SMEMSUMS), polls its count with acquire loads (POLLACQ), releases it with no sequentially
 consistent fence (RELADD), has each CTA quantize its range's first super-blocks itself (LOCALQ), counts its first
-super-block apart from the rest (SPLITCOUNT), asks L2 for weights only after the kernel before has ended (L2LATE),
+super-block apart from the rest (SPLITCOUNT), copies only its ring's first slots before the count's chain and the
+rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel before has ended (L2LATE),
 stages the range by bulk copies (XBULK) and makes the K ranges started first longer than the ones started last (SKEW).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
@@ -46,6 +47,7 @@ LEVER = Lever(
         "RELADD": [0, 1],  # 1 (GRIDQ 2): the count's add one red.release, range 0's flag a release store, no MEMBAR.SC
         "LOCALQ": [0, 1, 2],  # n (GRIDQ 2, SMEMSUMS): each CTA quantizes its range's first n super-blocks itself
         "SPLITCOUNT": [0, 1],  # 1 (GRIDQ 2, SMEMSUMS): the range's count split at its first super-block
+        "EARLYSLOTS": [0, 1, 2],  # n (GRIDQ 2): the ring's first n slots before the count's chain, the rest after it
         "L2LATE": [0, 1],  # 1 (GRIDQ 2, L2AHEAD): the first asks of L2 made after the wait for the kernel before
         "XBULK": [0, 1],  # 1 (GRIDQ 2, SMEMSUMS): the range's activations staged by bulk copies, not cp.async pieces
         "SKEW": [0, 1, 2, 3],  # n (GRIDQ 2): the K ranges started first n super-blocks longer, the last n shorter

@@ -70,6 +70,11 @@ Parameters (compile time unless said):
               stages the first super-block once its count is seen and the rest in the loop's second trip once the
               other count is (run 118: the range's one count waits for the last of its 14 quantizing CTAs, 0.8-1.8 us
               after the median one)
+  EARLYSLOTS  n = 1 .. RING - 2 (GRIDQ 2; LOCALQ, XBULK, BULK 0): only the ring's first n slots are copied before
+              the count's chain (as the CTA starts, or after its add with QFIRST), the other RING - 1 - n right after
+              the range's activations are staged (0: all RING - 1 before): a deep ring for the weight stream without
+              its bytes in the chain's window (RING 4 streamed faster than RING 2 on an H100, run 118, and lengthened
+              the chain on an H200, runs 123-124: every byte asked for during the chain delays it)
   L2LATE      1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks made once the kernel before has ended (a CTA that
               quantizes: after its count's add), not as the CTA starts: run 118's trace had DRAM idle from the ring's
               first slots landing to the first super-block (~4 us), while asks made at the start slow the kernel
@@ -133,9 +138,9 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITCOUNT": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
-                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "L2LATE",
+                "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "L2LATE",
                 "XBULK", "SKEW", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
@@ -223,6 +228,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
                                                                 or p["XBULK"] or p["BULK"] or p["RELADD"])):
         return (f"SPLITCOUNT={p['SPLITCOUNT']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1, LOCALQ 0, XBULK 0, BULK 0 and RELADD 0 "
                 f"(the range's count split at its first super-block)")
+    if p["EARLYSLOTS"] not in range(p["RING"] - 1) or (p["EARLYSLOTS"] and (
+            p["GRIDQ"] != 2 or p["LOCALQ"] or p["XBULK"] or p["BULK"])):
+        return (f"EARLYSLOTS={p['EARLYSLOTS']}: 0, or 1..RING - 2 ({p['RING'] - 2}) with GRIDQ 2, LOCALQ 0, XBULK 0 and "
+                f"BULK 0 (the ring's first slots copied before the count's chain, the rest after the staging)")
     if p["L2LATE"] not in (0, 1) or (p["L2LATE"] and (p["GRIDQ"] != 2 or not p["L2AHEAD"])):
         return (f"L2LATE={p['L2LATE']}: 0, or 1 with GRIDQ 2 and L2AHEAD > 0 (the first asks of L2 made after the wait "
                 f"for the kernel before)")

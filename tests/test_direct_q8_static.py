@@ -148,6 +148,11 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"SPLITCOUNT": 1, "GRIDQ": 2, "PDL": 2}, "SPLITCOUNT=1"),
     ({"SPLITCOUNT": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RELADD": 1}, "SPLITCOUNT=1"),
     ({"SPLITCOUNT": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "SPLITCOUNT=2"),
+    ({"EARLYSLOTS": 1}, "EARLYSLOTS=1"), ({"EARLYSLOTS": 1, "RING": 2, "GRIDQ": 2, "PDL": 2}, "EARLYSLOTS=1"),
+    ({"EARLYSLOTS": 3, "RING": 4, "GRIDQ": 2, "PDL": 2}, "EARLYSLOTS=3"),
+    ({"EARLYSLOTS": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "LOCALQ": 1}, "EARLYSLOTS=1"),
+    ({"EARLYSLOTS": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "XBULK": 1}, "EARLYSLOTS=1"),
+    ({"EARLYSLOTS": 1, "GRIDQ": 2, "PDL": 2, "BULK": 1}, "EARLYSLOTS=1"),
     ({"L2LATE": 1, "GRIDQ": 2, "PDL": 2}, "L2LATE=1"), ({"L2LATE": 1, "L2AHEAD": 2}, "L2LATE=1"),
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
@@ -188,7 +193,10 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SKEW": 2},
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "XBULK": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1},
-                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1}])
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1},
+                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "EARLYSLOTS": 1},
+                                    {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1,
+                                     "EARLYSLOTS": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -698,3 +706,26 @@ def test_splitcount_waits_and_adds_twice_and_stages_the_rest_in_the_loop(qtype):
         assert two.count(op) == one.count(op) + more, op
     assert two.count("MEMBAR") == one.count("MEMBAR") and two.count("LDGSTS") > one.count("LDGSTS")
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_earlyslots_lets_the_late_slots_pend_in_the_first_trips(qtype):
+    """EARLYSLOTS n: the ring's other RING - 1 - n slots are committed after the activations' groups, so the loop's
+    first trips wait with that many more groups pending (cp.async.wait_group N is DEPBAR.LE SB0, N): RING 4, trip 0
+    lets 2 + 2 (n = 1) or 2 + 1 (n = 2) pend where all-early lets 2; trip 1 lets RING - 1 = 3 (n = 1: slot 1 is
+    late) or 2 + 1 (n = 2); later trips 3. SPLITCOUNT's trip 0 lets 1 + 2 pend (n = 1), its trip 1 one. No spills."""
+    base = {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+
+    def waits(params):
+        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
+            "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
+        assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+        gemm = nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"]
+        return sorted(int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", gemm))
+
+    assert waits(base) == [2, 2, 3]
+    assert waits({**base, "EARLYSLOTS": 1}) == [3, 3, 4]
+    assert waits({**base, "EARLYSLOTS": 2}) == [3, 3, 3]
+    assert waits({**base, "SPLITCOUNT": 1}) == [1, 3]
+    assert waits({**base, "SPLITCOUNT": 1, "EARLYSLOTS": 1}) == [1, 3, 3]

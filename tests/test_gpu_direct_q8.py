@@ -68,6 +68,11 @@ CONFIGS = [
     # one super-block: nothing past the first to count)
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1},
+    # only the ring's first slots copied before the count's chain (EARLYSLOTS): the champion's form with a 4-deep ring;
+    # short ranges (the late slot past some ranges' end); and with SPLITCOUNT
+    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "EARLYSLOTS": 1},
+    {"RING": 4, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "EARLYSLOTS": 2},
+    {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1, "EARLYSLOTS": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -135,7 +140,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K"), (36, "q4_K"),
                                         (36, "q5_K"), (37, "q4_K"), (38, "q4_K"),
                                         (38, "q5_K"), (39, "q4_K"), (40, "q5_K"), (41, "q4_K"),
-                                        (41, "q5_K")])
+                                        (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed

@@ -104,6 +104,10 @@
 #endif                // and the rest's: a CTA stages the first super-block once its count is seen and the rest once
                       // the other count is, in the loop's second trip (run 118: the range's count waits for the last
                       // of its 14 quantizing CTAs, 0.8-1.8 us after the median one)
+#ifndef EARLYSLOTS  // n = 1 .. RING - 2 (GRIDQ 2, LOCALQ 0, XBULK 0, BULK 0): only the ring's first n slots are copied
+#define EARLYSLOTS 0  // before the count's chain, the other RING - 1 - n once the range's activations are staged (0: all
+#endif                // RING - 1 before): a deep ring for the stream without its bytes in the chain's window (runs
+                      // 118, 123: RING 4 streamed faster than RING 2 on an H100 but lengthened the chain on an H200)
 #ifndef L2LATE  // 1 (GRIDQ 2, L2AHEAD > 0): the first L2AHEAD asks are made once the kernel before has ended (a CTA that
 #define L2LATE 0  // quantizes: after its count's add) rather than as the CTA starts: run 118's trace had DRAM idle from
 #endif            // the ring's first slots landing (~2-3 us after the kernel before's end) to the first super-block
@@ -165,6 +169,9 @@
 #if SPLITCOUNT < 0 || SPLITCOUNT > 1 || (SPLITCOUNT && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || XBULK || BULK || RELADD))
 #error "mmq_direct_q8.cu: SPLITCOUNT 0..1, 1 with GRIDQ 2, SMEMSUMS 1, LOCALQ 0, XBULK 0, BULK 0 and RELADD 0"
 #endif
+#if EARLYSLOTS < 0 || EARLYSLOTS > RING - 2 || (EARLYSLOTS && (GRIDQ != 2 || LOCALQ || XBULK || BULK))
+#error "mmq_direct_q8.cu: EARLYSLOTS 0..RING - 2, 1.. with GRIDQ 2, LOCALQ 0, XBULK 0 and BULK 0"
+#endif
 #if L2LATE < 0 || L2LATE > 1 || (L2LATE && (GRIDQ != 2 || !L2AHEAD))
 #error "mmq_direct_q8.cu: L2LATE 0..1, 1 with GRIDQ 2 and L2AHEAD > 0"
 #endif
@@ -194,6 +201,8 @@ constexpr int kThreads = 32 * WARPS;
 constexpr int kBlockBytes = QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
 constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
+constexpr int kEarlySlots = EARLYSLOTS ? EARLYSLOTS : RING - 1;  // ring slots copied before the activations' groups
+constexpr int kLateSlots = RING - 1 - kEarlySlots;                  // and after them
 constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
 // CLUSTERQ, SMEMSUMS: the range's scales and sums in shared memory, as the pass lays them out in global: sums [16 tokens]
 // [XSHARED][4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED]
@@ -663,7 +672,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
     auto issue_ring = [&] {
 #pragma unroll
-        for (int s = 0; s < RING - 1; ++s) issue_slot(s, s < nrange);
+        for (int s = 0; s < kEarlySlots; ++s) issue_slot(s, s < nrange);
+    };
+    auto issue_late_slots = [&] {  // EARLYSLOTS: the ring's other slots, once the activations' groups are committed
+#pragma unroll
+        for (int s = kEarlySlots; s < RING - 1; ++s) issue_slot(s, s < nrange);
     };
     auto ask_l2_first = [&] {
 #pragma unroll
@@ -853,12 +866,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #elif SPLITCOUNT  // the first super-block now, one group; the rest in the loop's second trip
     stage_sums(0, 1);
     stage(0, 1);
+    issue_late_slots();
 #else
 #if SMEMSUMS
     stage_sums(0, nrange);  // in the first group
 #endif
     stage(0, min(1, nrange));
     stage(1, max(0, nrange - 1));
+    issue_late_slots();
 #endif
 #if SMEMSUMS
     const uint2* xsum = reinterpret_cast<const uint2*>(smem + kSumsAt);
@@ -902,6 +917,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         // trip. Super-block s needs slot s (and for s < 2 an activation group): everything older than the groups that
         // may stay pending is complete. s = 0: the rest's activations and slot RING - 1 pending; s = 1: the two slots
         // after it (RING - 1 and RING; with RING = 2 only slot 2, newer than slot 1); later: the RING - 1 slots after s.
+        // EARLYSLOTS: the kLateSlots slots past the early ones come after the activations' groups, so trip 0 lets them
+        // pend too, and trip 1 as well while slot 1 is early (kEarlySlots > 1), else its RING - 1 newer slots
         // LOCALQ: slots 0 .. RING - 2, then a slot per trip, and at trip local_sbs the shared activations before its
         // slot: that trip lets only its slot pend (and waits for every thread's copies), the others the RING - 1 newest
         if constexpr (LOCALQ > 0) {
@@ -913,9 +930,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 __syncwarp();
             }
         } else if constexpr (SPLITCOUNT) {  // slots 0 .. RING - 2, the first super-block's activations, then a slot
-            // per trip and in trip 1, before its slot, the rest's: trips 0 and 1 let only their own slot pend
+            // per trip and in trip 1, before its slot, the rest's: trips 0 and 1 let only their own slot pend (trip 0
+            // also EARLYSLOTS's late slots, committed after the first super-block's activations)
             if (s < 2) {
-                mmq::cp_async_wait<1>();
+                if (kLateSlots > 0 && s == 0) mmq::cp_async_wait<1 + kLateSlots>(); else mmq::cp_async_wait<1>();
                 __syncthreads();
             } else {
                 mmq::cp_async_wait<RING - 1>();
@@ -923,9 +941,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
         } else {
             if (s == 0) {
-                mmq::cp_async_wait<2>();
+                mmq::cp_async_wait<2 + kLateSlots>();
             } else if (s == 1) {
-                mmq::cp_async_wait<(RING > 2 ? 2 : 1)>();
+                mmq::cp_async_wait<(kEarlySlots > 1 ? 2 + kLateSlots : RING - 1)>();
             } else {
                 mmq::cp_async_wait<RING - 1>();
             }
