@@ -9,7 +9,10 @@ For every type, each CUDA family gets compiled at:
     PRECOMPILE = {family name: [params, ...]},
   - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]},
   - --bench-lines: what `campaign bench --lines ...` runs over the dense shapes and T of these types (its champion
-    line: the dispatcher's choice per workload, from the champions.json in the tree).
+    line: the dispatcher's choice per workload, from the champions.json in the tree); --variant NAME=LINE:JSON: what
+    the bench's `--variant` of the same text runs,
+  - --trace JSON: what `scripts/call_trace.py --variant NAME=JSON --T 16` builds for each type (the direct_q8
+    champion of the T regime, the JSON on top, TRACE 1).
 A composite family (mmq_adaptive) is compiled as its parts (mmq_f16 and mmq_base configurations).
 Configurations a family calls invalid for a type are skipped (and said so). Then the runtime
 pieces every call loads: the Q8_1 quantizer, the MoE router, the timer's spin kernel.
@@ -69,18 +72,18 @@ def champion_configs(path=None) -> dict[str, list[dict]]:
     return found
 
 
-def bench_jobs(lines: list[str], types: list[str], arch: str,
-               card: str | None = None) -> list[tuple[str, dict, str]]:
-    """(family, params, qtype) that the bench's `lines` run at every dense shape and T of `types`
-    (campaign.bench.line_choice: the champion line's choice depends on the type, so not every type's configurations
-    are compiled for every other type)."""
+def bench_jobs(lines: list[str], types: list[str], arch: str, card: str | None = None,
+               variants: list[str] = ()) -> list[tuple[str, dict, str]]:
+    """(family, params, qtype) that the bench's `lines` and `variants` (its --variant NAME=LINE:JSON) run at every dense
+    shape and T of `types` (campaign.bench.line_choice: the champion line's choice depends on the type, so not every
+    type's configurations are compiled for every other type)."""
     from campaign import bench
 
-    found: dict[str, tuple[str, dict, str]] = {}
     for name in lines:
         if name not in bench.LINES:
             raise SystemExit(f"--bench-lines: unknown line {name!r} (have {', '.join(bench.LINES)})")
-        line = bench.LINES[name]
+    found: dict[str, tuple[str, dict, str]] = {}
+    for line in [bench.LINES[name] for name in lines] + [bench.derived_line(spec) for spec in variants]:
         for qtype in types:
             if line.types and qtype not in line.types:
                 continue
@@ -89,6 +92,16 @@ def bench_jobs(lines: list[str], types: list[str], arch: str,
                     family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch, card=card)
                     found[json.dumps([family, params, qtype], sort_keys=True)] = (family, params, qtype)
     return list(found.values())
+
+
+def trace_jobs(overlays: list[dict], types: list[str], arch: str, T: int,
+               card: str | None = None) -> list[tuple[str, dict, str]]:
+    """(family, params, qtype) that scripts/call_trace.py builds for each overlay: the direct_q8 champion of the type's
+    T regime (the card's own first), the overlay on top, TRACE 1."""
+    from campaign import champions
+
+    return [("mmq_direct_q8", {**(champions.lookup("direct_q8", qtype, arch, T, card=card) or {}), **overlay,
+                               "TRACE": 1}, qtype) for overlay in overlays for qtype in types]
 
 
 def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
@@ -149,6 +162,11 @@ def main() -> int:
     ap.add_argument("--bench-lines", help="comma-separated bench line names to compile as campaign bench runs them "
                                           "over the dense shapes and T")
     ap.add_argument("--families", help="only these families (comma-separated)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=LINE:JSON",
+                    help="a bench --variant to compile as the bench runs it (repeatable)")
+    ap.add_argument("--trace", action="append", default=[], metavar="JSON",
+                    help="a scripts/call_trace.py --variant's JSON, compiled as it builds it at --trace-T (repeatable)")
+    ap.add_argument("--trace-T", type=int, default=16)
     ap.add_argument("--card", help="with --bench-lines: the card the call will run on (e.g. h200), whose own champions "
                                    "(campaign promote --per-card) the champion line takes first")
     ap.add_argument("--export", help="copy the cache entries this call needed into this directory")
@@ -163,10 +181,11 @@ def main() -> int:
         configs = {name: c for name, c in configs.items() if name in args.families.split(",")}
     configs = expand_composites(configs)
     todo = jobs(configs, args.types.split(","), args.arch)
-    if args.bench_lines:
-        for name, params, qtype in bench_jobs(args.bench_lines.split(","), args.types.split(","), args.arch,
-                                              args.card):
-            todo += [job for job in jobs({name: [params]}, [qtype], args.arch) if job not in todo]
+    types = args.types.split(",")
+    more = bench_jobs(args.bench_lines.split(",") if args.bench_lines else [], types, args.arch, args.card, args.variant)
+    more += trace_jobs([json.loads(overlay) for overlay in args.trace], types, args.arch, args.trace_T, args.card)
+    for name, params, qtype in more:
+        todo += [job for job in jobs({name: [params]}, [qtype], args.arch) if job not in todo]
     from kernels import cuda_runtime, moe_route_gpu, q8_1_gpu
 
     needed = [q8_1_gpu.compile_for(args.arch), moe_route_gpu.compile_for(args.arch), cuda_runtime.compile_spin(args.arch)]

@@ -84,10 +84,29 @@ def test_precompile_lists_what_the_bench_champion_line_runs_per_type(tmp_path, m
         precompile.bench_jobs(["nope"], ["q4_K"], "sm_90")
 
 
+def test_precompile_lists_a_bench_variant_and_a_trace_variant_as_they_are_built(tmp_path, monkeypatch):
+    """--variant 'sc=mmq_direct_q8:{...}': the line's choice (the promoted tiny champion at T=16) with the JSON on top,
+    per type; --trace '{...}': call_trace.py's build, the regime's champion with the JSON and TRACE 1 on top (the
+    defaults where a type has no champion)."""
+    from campaign import champions
+
+    monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))
+    tiny = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1}
+    champions.promote("direct_q8", champions.key("q4_K", "sm_90", "tiny"), {"family": "mmq_direct_q8", "params": tiny})
+    found = precompile.bench_jobs([], ["q4_K"], "sm_90", variants=['sc=mmq_direct_q8:{"SPLITCOUNT": 1}'])
+    assert ("mmq_direct_q8", {**tiny, "SPLITCOUNT": 1}, "q4_K") in found
+    assert all(params["SPLITCOUNT"] == 1 for _, params, _ in found)
+    traced = precompile.trace_jobs([{}, {"EARLYSLOTS": 1}], ["q4_K", "q5_K"], "sm_90", 16)
+    assert traced == [("mmq_direct_q8", {**tiny, "TRACE": 1}, "q4_K"), ("mmq_direct_q8", {"TRACE": 1}, "q5_K"),
+                      ("mmq_direct_q8", {**tiny, "EARLYSLOTS": 1, "TRACE": 1}, "q4_K"),
+                      ("mmq_direct_q8", {"EARLYSLOTS": 1, "TRACE": 1}, "q5_K")]
+
+
 def test_a_per_card_entry_asks_its_study_to_promote_as_the_cards_own(tmp_path, monkeypatch):
     """An entry with "per_card": true adds --per-card to its study step (campaign run: judged against, and promoted as,
     the card's own champions); the others do not."""
-    plan = {"studies": [{**STUDIES[-1], "group": "mine", "per_card": True}, {**STUDIES[-1], "group": "other"}],
+    base = {k: v for k, v in STUDIES[-1].items() if k != "per_card"}  # (the plan's last entry may be per-card itself)
+    plan = {"studies": [{**base, "group": "mine", "per_card": True}, {**base, "group": "other"}],
             "bench": []}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
