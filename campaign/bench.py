@@ -242,6 +242,8 @@ def plot_sweep(df: pd.DataFrame, ceilings: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from campaign import report
+
     shapes = sorted({(r.M, r.K) for r in df.itertuples()})
     types = list(dict.fromkeys(df.type))
     fig, axes = plt.subplots(len(types), len(shapes), figsize=(5 * len(shapes), 3.6 * len(types)),
@@ -265,7 +267,7 @@ def plot_sweep(df: pd.DataFrame, ceilings: dict, path: Path) -> Path:
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    report.save_png(fig, path)
     plt.close(fig)
     return path
 

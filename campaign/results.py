@@ -117,7 +117,7 @@ def write_study_report(tracker: tracking.Tracker, parent, out_dir: Path, top: in
                                   title=f"{name}: TFLOP/s vs T (top {len(trials)} trials)")
     out_dir.mkdir(parents=True, exist_ok=True)
     png, csv = out_dir / f"{name}_tflops_vs_T.png", out_dir / f"{name}_table.csv"
-    figure.savefig(png, dpi=110)
+    report.save_png(figure, png)
     report.close(figure)
     report.workload_table(rows).to_csv(csv, index=False)
     for path in (png, csv):

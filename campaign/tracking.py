@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -181,7 +182,12 @@ class Tracker:
         self.client.log_dict(run_id, _jsonable(data), artifact_file)
 
     def log_figure(self, run_id: str, figure, artifact_file: str) -> None:
-        self.client.log_figure(run_id, figure, artifact_file)
+        from campaign import report  # (matplotlib and PIL only where a figure is logged)
+
+        artifact = Path(artifact_file)
+        with tempfile.TemporaryDirectory() as folder:
+            path = report.save_png(figure, Path(folder) / artifact.name)
+            self.client.log_artifact(run_id, str(path), artifact.parent.as_posix() if artifact.parent.parts else None)
 
     def log_file(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)

@@ -93,6 +93,8 @@ def plot(records: pd.DataFrame, path: Path, title: str, calls: int = 3) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from campaign import report
+
     first = int(records["launch"].min()) + 1
     shown = records[(records["launch"] >= first) & (records["launch"] < first + calls)].sort_values("start")
     t0 = shown["start"].min()
@@ -111,7 +113,7 @@ def plot(records: pd.DataFrame, path: Path, title: str, calls: int = 3) -> None:
     ax.set_ylabel("CTA, by start")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    report.save_png(fig, path, dpi=120)
     plt.close(fig)
 
 
