@@ -729,3 +729,41 @@ def test_earlyslots_lets_the_late_slots_pend_in_the_first_trips(qtype):
     assert waits({**base, "EARLYSLOTS": 2}) == [3, 3, 3]
     assert waits({**base, "SPLITCOUNT": 1}) == [1, 3]
     assert waits({**base, "SPLITCOUNT": 1, "EARLYSLOTS": 1}) == [1, 3, 3]
+
+
+def _tight_waits(ring: int, early: int, splitcount: bool, trips: int = 12) -> list[int]:
+    """A model of the GEMM's cp.async groups in commit order (not the kernel's formula): the ring's `early` slots, the
+    activations' first group (the first super-block; with the sums), their second (the rest: before the loop, or with
+    SPLITCOUNT in trip 1 before its slot), the ring's late slots, then a slot per trip. For each trip s, the most groups
+    that may stay pending once slot s and the activations it needs (the first group from trip 0, the second from trip
+    1) have landed: cp.async.wait_group N completes all but the N newest."""
+    order = [("slot", s) for s in range(early)] + [("act", 0)]
+    if not splitcount:
+        order.append(("act", 1))
+    order += [("slot", s) for s in range(early, ring - 1)]
+    waits = []
+    for s in range(trips):
+        if splitcount and s == 1:
+            order.append(("act", 1))
+        order.append(("slot", s + ring - 1))
+        needed = [("slot", s)] + ([("act", s)] if s < 2 else [])  # (what earlier trips needed, they waited for)
+        waits.append(len(order) - 1 - max(order.index(g) for g in needed))
+    return waits
+
+
+@pytest.mark.parametrize("ring, early, splitcount", [(3, 1, False), (3, 2, False), (5, 1, False), (5, 2, False),
+                                                     (5, 3, False), (5, 4, False), (3, 1, True), (5, 1, True),
+                                                     (5, 3, True)])
+def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early, splitcount):
+    """The GEMM's waits (DEPBAR.LE SB0, N) against an independent model of its cp.async groups (_tight_waits): trips 0
+    and 1 let exactly as many groups pend as the model allows, and the one wait of later trips, RING - 1, never more
+    (the model's own from some trip on). In-order groups make a wait complete everything older than what it needs: the
+    slots committed before the activations' groups (trip 0), and with SPLITCOUNT and RING >= 3 trip 0's slot before
+    trip 1's activations. With EARLYSLOTS, ring - 1 - early slots are late (early = ring - 1: EARLYSLOTS 0)."""
+    params = {"RING": ring, "XSHARED": 8, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+              "EARLYSLOTS": 0 if early == ring - 1 else early, "SPLITCOUNT": int(splitcount)}
+    gemm = nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only(params, "q4_K").sass)["mmq_direct_q8_gemm"]
+    found = {int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", gemm)}
+    tight = _tight_waits(ring, early, splitcount)
+    assert all(ring - 1 <= w for w in tight[2:]) and tight[-1] == ring - 1
+    assert found == {tight[0], tight[1], ring - 1}
