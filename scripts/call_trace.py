@@ -156,6 +156,15 @@ def reset_trace(modules) -> None:
             drv.memcpy_htod(ptr, np.zeros(size // 4, np.uint32))
 
 
+def variant_params(qtype: str, arch: str, T: int, overrides: dict, card: str | None = None) -> dict:
+    """A --variant's configuration: the direct_q8 champion of the type's T regime (the card's own first, campaign
+    promote --per-card; the defaults where there is none) with the overrides on top (scripts/precompile.py --trace
+    compiles the same, with TRACE 1 as trace_variant builds it)."""
+    from campaign import champions
+
+    return {**(champions.lookup("direct_q8", qtype, arch, T, card=card) or {}), **overrides}
+
+
 def trace_variant(device, qtype: str, M: int, K: int, T: int, params: dict, calls: int,
                   warmup: int) -> tuple[pd.DataFrame, float]:
     """(every CTA's record of `calls` back-to-back calls, their GPU us per call by CUDA events). The calls are queued
@@ -206,13 +215,12 @@ def main() -> int:
     except ValueError:
         raise SystemExit(f"--shape {args.shape!r}: expected MxK, e.g. 4096x14336") from None
     device = open_device("cuda")
-    card = champions.card_of(device.info)  # (a card's own champion, campaign promote --per-card, first)
-    base = champions.lookup("direct_q8", args.type, device.info["arch"], args.T, card=card) or {}
+    card = champions.card_of(device.info)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = {}
     for name, overrides in variants:
-        params = {**base, **overrides}
+        params = variant_params(args.type, device.info["arch"], args.T, overrides, card)
         records, us = trace_variant(device, args.type, M, K, args.T, params, args.calls, args.warmup)
         records.to_csv(out / f"trace_{name}.csv", index=False)
         table = phases(records)

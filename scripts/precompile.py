@@ -96,12 +96,11 @@ def bench_jobs(lines: list[str], types: list[str], arch: str, card: str | None =
 
 def trace_jobs(overlays: list[dict], types: list[str], arch: str, T: int,
                card: str | None = None) -> list[tuple[str, dict, str]]:
-    """(family, params, qtype) that scripts/call_trace.py builds for each overlay: the direct_q8 champion of the type's
-    T regime (the card's own first), the overlay on top, TRACE 1."""
-    from campaign import champions
+    """(family, params, qtype) that scripts/call_trace.py builds for each overlay (its variant_params, TRACE 1)."""
+    from call_trace import variant_params  # (scripts/, beside this file)
 
-    return [("mmq_direct_q8", {**(champions.lookup("direct_q8", qtype, arch, T, card=card) or {}), **overlay,
-                               "TRACE": 1}, qtype) for overlay in overlays for qtype in types]
+    return [("mmq_direct_q8", {**variant_params(qtype, arch, T, overlay, card), "TRACE": 1}, qtype)
+            for overlay in overlays for qtype in types]
 
 
 def family_configs(extra: dict[str, list[dict]]) -> dict[str, list[dict]]:
