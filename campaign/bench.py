@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from campaign import anchors
-from campaign.errors import UnknownNameError
+from campaign.errors import CampaignError, UnknownNameError
 from kernels.family import Problem, Workload
 
 DENSE_SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
@@ -157,10 +157,13 @@ def line_choice(line: Line, qtype: str, M: int, K: int, T: int, arch: str,
     return line.family, line_config(line, params), origin
 
 
-def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int, interleave: bool) -> dict:
+def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int, interleave: bool,
+               skipped: dict | None = None) -> dict:
     """Each line's timing of one workload (gates.perf.time_interleaved on fresh bounds): line after line, or
     (interleave) all lines round-robin in one loop with the order rotated every rep, so that a clock or
-    thermal drift falls on every line alike and a ratio between lines is measured under the same conditions."""
+    thermal drift falls on every line alike and a ratio between lines is measured under the same conditions.
+    A line whose bound refuses the workload (ValueError, e.g. a GRIDQ grid larger than the GPU holds at once) is
+    not timed: its reason goes to `skipped` and the other lines are timed without it."""
     from gates import perf
 
     timings = {}
@@ -168,8 +171,14 @@ def time_lines(device, variants: dict, problem: Problem, reps: int, warmup: int,
         bounds = {}
         try:
             for name, v in group.items():
-                bounds[name] = [v.prepare(problem)]
-            timings.update(perf.time_interleaved(device, bounds, reps, warmup))
+                try:
+                    bounds[name] = [v.prepare(problem)]
+                except ValueError as refused:
+                    if skipped is None:
+                        raise
+                    skipped[name] = str(refused)
+            if bounds:
+                timings.update(perf.time_interleaved(device, bounds, reps, warmup))
         finally:
             for prepared in bounds.values():
                 for bound in prepared:
@@ -188,7 +197,7 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
 
     rng = np.random.default_rng(seed)
     built: dict = {}
-    rows = []
+    rows, skips = [], []
     arch, card = device.info.get("arch", "?"), champions.card_of(device.info)
     total = len(sweep.shapes) * len(sweep.Ts) * len(sweep.types)
     done = 0
@@ -200,25 +209,36 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 problem = Problem(Workload(qtype, M, K, T), w, x)
                 lines = [line for line in sweep.lines if not line.types or qtype in line.types]
                 chosen = {}  # line name -> (variant, family, params, origin)
+                refused = {}  # line name -> why it cannot run this workload (not timed, no row)
                 for line in lines:
                     family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned, card)
                     key = (family, qtype, json.dumps(params, sort_keys=True))
-                    if key not in built:
-                        built[key] = families.get(family).build(params, qtype, device)
+                    try:
+                        if key not in built:
+                            built[key] = families.get(family).build(params, qtype, device)
+                    except ValueError as why:
+                        refused[line.name] = str(why)
+                        continue
                     chosen[line.name] = (built[key], family, params, origin)
                 timings = time_lines(device, {name: c[0] for name, c in chosen.items()}, problem, reps, warmup,
-                                     interleave)
-                for name, (_, family, params, origin) in chosen.items():
+                                     interleave, skipped=refused)
+                timed = [name for name in chosen if name in timings]
+                for name in timed:
+                    _, family, params, origin = chosen[name]
                     t = timings[name]
                     rows.append(dict(type=qtype, M=M, K=K, T=T, line=name, family=family, params=json.dumps(params),
                                      origin=origin, median_us=t.median * 1e6, p90_us=t.p90 * 1e6,
                                      tflops=problem.workload.flops / t.median / 1e12))
+                skips.extend(dict(type=qtype, M=M, K=K, T=T, line=name, reason=why) for name, why in refused.items())
                 done += 1
                 progress(f"[{done}/{total}] {qtype} M={M} K={K} T={T}: " + ", ".join(
-                    f"{r['line']} {r['tflops']:.1f}" for r in rows[-len(lines):]) + " TFLOP/s")
+                    f"{r['line']} {r['tflops']:.1f}" for r in rows[len(rows) - len(timed):]) + " TFLOP/s"
+                    + "".join(f"; {name} not run: {why}" for name, why in refused.items()))
                 if partial_csv is not None:
                     pd.DataFrame(rows).to_csv(partial_csv, index=False)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["skipped"] = skips  # (workload, line, reason) of every line that refused a workload
+    return df
 
 
 def add_ratios(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
@@ -285,6 +305,9 @@ def record(df: pd.DataFrame, ceilings: dict, device_info: dict, out: Path, track
     info = out / "ceilings.json"
     info.write_text(json.dumps({"ceilings": ceilings, "device": device_info}, indent=1, default=str))
     files = [csv, png, info]
+    if df.attrs.get("skipped"):  # the lines that refused a workload, and why (they have no row in bench.csv)
+        files.append(out / "bench.skipped.csv")
+        pd.DataFrame(df.attrs["skipped"]).to_csv(files[-1], index=False)
     if "champion" in set(df.line):
         from campaign import round_table
 
@@ -341,8 +364,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     partial = out / "bench.partial.csv"  # replaced by bench.csv (with the ratios) when the sweep completes
-    df = add_ratios(run_sweep(device, sweep, reps=args.reps, tuned=tuned, partial_csv=partial,
-                              interleave=args.interleave), ceilings)
+    swept = run_sweep(device, sweep, reps=args.reps, tuned=tuned, partial_csv=partial, interleave=args.interleave)
+    if swept.empty:
+        raise CampaignError("no line ran any workload: " + "; ".join(
+            f"{s['line']} at {s['type']} {s['M']}x{s['K']} T={s['T']}: {s['reason']}" for s in swept.attrs["skipped"][:3]))
+    df = add_ratios(swept, ceilings)
     record(df, ceilings, device.info, out, args.tracking_uri)
     partial.unlink(missing_ok=True)
     print(summary_table(df))

@@ -84,3 +84,27 @@ def test_interleaved_lines_are_timed_round_robin_and_rotated():
     assert orders[False] == "a" * orders[False].count("a") + "b" * orders[False].count("b")
     # warm-up (a b), the calibration (a), then 4 reps with the first line rotating
     assert orders[True] == "ab" + "a" + "ab" "ba" "ab" "ba"
+
+
+def test_a_line_that_refuses_a_workload_is_not_run_and_the_others_are(tmp_path, monkeypatch):
+    """A line whose configuration the family refuses (ValueError: here a cpu_demo with 0 BLAS threads; on the GPU a
+    GRIDQ grid larger than the card holds at once) gets no row and no timing at that workload; the other lines are
+    timed, interleaved or not, the progress line says why it was not run, and record() writes the reasons to
+    bench.skipped.csv (logged with the rest)."""
+    monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))
+    base = {**CPU_DEMO.fixed, **CPU_DEMO.defaults}
+    lines = [bench.Line("good", "cpu_demo", extra=tuple(base.items())),
+             bench.Line("refused", "cpu_demo", extra=tuple({**base, "threads": 0}.items()))]
+    sweep = bench.Sweep(shapes=[(128, 512)], Ts=[1, 16], types=["q4_K"], lines=lines)
+    for interleave in (False, True):
+        said = []
+        df = bench.run_sweep(open_device("cpu"), sweep, reps=3, warmup=1, progress=said.append, interleave=interleave)
+        assert list(df["line"]) == ["good", "good"] and (df["tflops"] > 0).all()
+        assert [(s["T"], s["line"]) for s in df.attrs["skipped"]] == [(1, "refused"), (16, "refused")]
+        assert all("threads must be >= 1" in s["reason"] for s in df.attrs["skipped"])
+        assert "good " in said[0] and "; refused not run: cpu_demo: threads must be >= 1" in said[0]
+    out = tmp_path / "out"
+    bench.record(bench.add_ratios(df, {}), {}, {"name": "cpu"}, out, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    skipped = pd.read_csv(out / "bench.skipped.csv")
+    assert list(skipped["line"]) == ["refused", "refused"] and list(pd.read_csv(out / "bench.csv")["line"]) == [
+        "good", "good"]
