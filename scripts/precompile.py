@@ -8,6 +8,7 @@ For every type, each CUDA family gets compiled at:
   - the configurations the GPU tests build: a tests/test_gpu_*.py module lists them as
     PRECOMPILE = {family name: [params, ...]},
   - --extra: a JSON file with a list of mmq_base params, or {family name: [params, ...]},
+  - --tests MODULES: only what these GPU test modules build (their PRECOMPILE) and --extra, not the sets above,
   - --bench-lines: what `campaign bench --lines ...` runs over the dense shapes and T of these types (its champion
     line: the dispatcher's choice per workload, from the champions.json in the tree); --variant NAME=LINE:JSON: what
     the bench's `--variant` of the same text runs,
@@ -50,11 +51,17 @@ def merge(into: dict[str, list[dict]], more: dict[str, list[dict]]) -> None:
         into.setdefault(name, []).extend(configs)
 
 
-def test_configs() -> dict[str, list[dict]]:
-    """PRECOMPILE of every GPU test module."""
+def test_configs(modules: list[str] | None = None) -> dict[str, list[dict]]:
+    """PRECOMPILE of every GPU test module, or of the named ones (file stems, e.g. test_gpu_mmq)."""
+    paths = sorted((ROOT / "tests").glob("test_gpu_*.py"))
+    unknown = set(modules or []) - {path.stem for path in paths}
+    if unknown:
+        raise SystemExit(f"no GPU test module {', '.join(sorted(unknown))} in tests/ "
+                         f"(have {', '.join(path.stem for path in paths)})")
     found: dict[str, list[dict]] = {}
-    for path in sorted((ROOT / "tests").glob("test_gpu_*.py")):
-        merge(found, getattr(importlib.import_module(f"tests.{path.stem}"), "PRECOMPILE", {}))
+    for path in paths:
+        if modules is None or path.stem in modules:
+            merge(found, getattr(importlib.import_module(f"tests.{path.stem}"), "PRECOMPILE", {}))
     return found
 
 
@@ -172,10 +179,15 @@ def main() -> int:
     ap.add_argument("--append", action="store_true", help="add to the --export directory instead of replacing it")
     ap.add_argument("--only-extra", action="store_true",
                     help="just the --extra configurations (e.g. a few of a family's, next to another's full set)")
+    ap.add_argument("--tests", metavar="MODULES",
+                    help="just what these GPU test modules build (comma-separated file stems, e.g. "
+                         "test_gpu_mmq,test_gpu_moe: their PRECOMPILE), with --extra on top")
     args = ap.parse_args()
     extra = json.loads(Path(args.extra).read_text()) if args.extra else {}
     extra = {"mmq_base": extra} if isinstance(extra, list) else extra
-    configs = extra if args.only_extra else family_configs(extra)
+    if args.tests:  # a device call that runs only these GPU test modules needs only what they build
+        merge(extra, test_configs(args.tests.split(",")))
+    configs = extra if args.only_extra or args.tests else family_configs(extra)
     if args.families:
         configs = {name: c for name, c in configs.items() if name in args.families.split(",")}
     configs = expand_composites(configs)

@@ -122,3 +122,16 @@ def campaign_cli_accepts(steps: list[str]) -> bool:
 
     args = cli.build_parser().parse_args(["run", *steps[1:]])
     return args.per_card and args.promote
+
+
+def test_precompile_lists_just_the_named_gpu_test_modules_builds():
+    """--tests: a call that runs some GPU test modules carries what they build and nothing of the others'."""
+    import importlib
+
+    found = precompile.test_configs(["test_gpu_mmq", "test_gpu_moe"])
+    mmq = importlib.import_module("tests.test_gpu_mmq").PRECOMPILE
+    moe = importlib.import_module("tests.test_gpu_moe").PRECOMPILE
+    assert found == {**mmq, **moe} and "mmq_wgmma" not in found and "mmq_direct_q8" not in found
+    assert set(precompile.test_configs()) >= {"mmq_wgmma", "mmq_direct_q8", "mmq_base", "moe_matvec"}
+    with pytest.raises(SystemExit, match="no GPU test module test_gpu_nope"):
+        precompile.test_configs(["test_gpu_nope"])
