@@ -16,7 +16,8 @@ in shared memory (SMEMSUMS), polls its count with acquire loads (POLLACQ), relea
 consistent fence (RELADD), has each CTA quantize its range's first super-blocks itself (LOCALQ), counts its first
 super-block apart from the rest (SPLITCOUNT), copies only its ring's first slots before the count's chain and the
 rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel before has ended (L2LATE),
-stages the range by bulk copies (XBULK) and makes the K ranges started first longer than the ones started last (SKEW).
+stages the range by bulk copies (XBULK), makes the K ranges started first longer than the ones started last (SKEW)
+and stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -51,6 +52,7 @@ LEVER = Lever(
         "L2LATE": [0, 1],  # 1 (GRIDQ 2, L2AHEAD): the first asks of L2 made after the wait for the kernel before
         "XBULK": [0, 1],  # 1 (GRIDQ 2, SMEMSUMS): the range's activations staged by bulk copies, not cp.async pieces
         "SKEW": [0, 1, 2, 3],  # n (GRIDQ 2): the K ranges started first n super-blocks longer, the last n shorter
+        "LLQ": [0, 1],  # 1 (GRIDQ 2, SMEMSUMS): the activations as LL lines carrying the epoch, no count, fence or add
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

@@ -90,6 +90,15 @@ Parameters (compile time unless said):
               start in blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7
               us after the first, the call lasting until its last CTA ends. Measured and not promoted (run 119: 5 %
               slower; one super-block a CTA is twice the gap, so the order reverses)
+  LLQ         1 (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
+              unit is stored as NCCL's LL lines (16 bytes, {data, epoch, data, epoch}: each 8-byte half stored and
+              loaded whole, so a half carrying the launch's epoch carries its data), 37 a unit (its 64 int8 words, its
+              4 lanes' sums, its scale; LL_UNIT_BYTES), with no fence and no add; each CTA copies its range's lines
+              into shared memory as they are and copies again those whose epochs are stale (a thread polls its first
+              stale line alone, then copies its later stale ones in one group). The loop reads the lines' data words.
+              The copy is the poll: of the count's chain (store, fence, add, count seen, copy: ~4.5 us of L2 round
+              trips under the weight stream on both cards, runs 116-121) only the store and the copy are left, for
+              twice the activations' bytes in L2 and in shared memory
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -138,13 +147,16 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT",
-                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "PROBE", "TRACE")
+                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
+LL_LINES = 37  # LLQ: a unit's 16-byte lines, 32 of int8 words, 4 of sums, 1 of its scale
+LL_UNIT_BYTES = 16 * LL_LINES
+LL_ROW_PAD = 16  # LLQ: a staged token row's padding (rows 16 bytes apart modulo 128: no bank conflicts)
 # on/off options of GRIDQ 2's count and staging: what each does, as an invalid configuration is told
 GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its count's add",
                    "SMEMSUMS": "the range's scales and sums staged in shared memory",
@@ -166,8 +178,11 @@ def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
     p = full_params(params)
     slot_bytes = TILE_ROWS * BLOCK_BYTES[qtype]
     shared_sums = p["CLUSTERQ"] or p["SMEMSUMS"]
-    sums = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * 8 + p["XSHARED"] * TOKEN_TILE * 4 if shared_sums else 0
-    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 + X_ROW_PAD) + sums
+    ll = 2 if p["LLQ"] else 1  # LLQ: every staged word an LL line's half, every sums uint2 and every scale a line
+    sum_bytes, scale_bytes = (16, 16) if p["LLQ"] else (8, 4)
+    sums = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * sum_bytes + p["XSHARED"] * TOKEN_TILE * scale_bytes if shared_sums else 0
+    row_pad = LL_ROW_PAD if p["LLQ"] else X_ROW_PAD
+    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 * ll + row_pad) + sums
 
 
 def static_smem_bytes(params: dict) -> int:
@@ -238,6 +253,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["XBULK"] not in (0, 1) or (p["XBULK"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["LOCALQ"])):
         return (f"XBULK={p['XBULK']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0 (the range's activations staged by "
                 f"bulk copies)")
+    if p["LLQ"] not in (0, 1) or (p["LLQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or any(
+            p[k] for k in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "RELADD", "POLLACQ")))):
+        return (f"LLQ={p['LLQ']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, "
+                f"RELADD, POLLACQ 0 (the activations as LL lines, no count)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
@@ -312,6 +331,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.sb_major = bool(variant.params.get("SBMAJOR", 0))
         self.cluster_q = variant.params.get("CLUSTERQ", 0)
         self.pass_threads = variant.params.get("PASSTHREADS", DEFAULTS["PASSTHREADS"])
+        self.llq = bool(variant.params.get("LLQ", 0))
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         if self.cluster_q:  # whole clusters along the row tiles
@@ -376,6 +396,9 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def alloc_activation(self, T: int, K: int) -> list:
         d, nsb, t_pad = self.device, K // 256, -(-T // TOKEN_TILE) * TOKEN_TILE
+        if self.llq:  # the units' LL lines in place of q8 (d8 and sums unused): zero, an epoch no launch has
+            return [d.to_device(np.zeros(T * nsb * LL_UNIT_BYTES, np.uint8)), d.empty((1,), np.float32),
+                    d.empty((1,), np.float16)]
         return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
 
     def extra_args(self) -> tuple:
@@ -407,7 +430,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
         try:
             super().run()
         except Exception:
-            self.epoch = (self.epoch - 1) % 2**32  # no CTA of a launch that failed arrives: the next one waits for e
+            if not self.llq:  # (LLQ: the lines a failed launch stored carry e, so the next launch must not reuse it)
+                self.epoch = (self.epoch - 1) % 2**32  # no CTA of a launch that failed arrives: the next one waits for e
             raise
 
     def release(self) -> None:

@@ -210,3 +210,75 @@ def test_each_trip_s_wait_leaves_its_slot_and_activations_landed(ring):
             complete |= set(committed[:len(committed) - cp_async_wait_count(s, ring)])
             needed = {("slot", s), ("act", 0)} | ({("act", 1)} if s >= 1 else set())
             assert needed <= complete, (ring, nrange, s, needed - complete)
+
+
+def test_llq_lines_stage_and_read_back_as_the_pass_layout():
+    """LLQ's index arithmetic, as the .cu writes it: quantize_unit_ll's lanes (line L from lanes w / 2 and w / 2 + 2,
+    w = 16 (L >> 3) + 8 (L & 1) + ((L >> 1) & 3); sums lines from lanes 8t and 8t + 4; the scale line), the staging's
+    dst_of into a shared-memory image (XSHARED 3, two token rows of a range of 3 super-blocks), and the loop's reads
+    (lane t's B words from lines 8c + 2t, 8c + 2t + 1; its sums line; its two tokens' scale lines) give the words, sums
+    and scales the pass's layout (pass_outputs) has at the same places, and every half of every line read carries the
+    epoch."""
+    from kernels import quant
+
+    T, nsb, xshared, epoch = 2, 3, 3, 7
+    x = np.random.default_rng(10).standard_normal((T, 256 * nsb)).astype(np.float32)
+    xq = quant.quantize_q8_k(x)
+    want_q8, want_d8, want_sums = mmq_direct_q8.pass_outputs(x)
+    old = words(xq.q)  # [T, 64 nsb]: word w of a unit = k 4w .. 4w + 3
+    bsum = xq.s.reshape(T, nsb, 8)
+    ll = np.zeros((T * nsb, mmq_direct_q8.LL_LINES, 4), np.uint32)
+    for tok in range(T):
+        for sb in range(nsb):
+            unit = tok * nsb + sb
+            packed = old[tok, 64 * sb:64 * sb + 64].reshape(32, 2)  # lane l: old words 2l, 2l + 1
+            for lane in range(32):
+                w = 16 * (lane >> 3) + 8 * (lane & 1) + ((lane >> 1) & 3)
+                a, b = packed[w >> 1, w & 1], packed[(w >> 1) + 2, w & 1]
+                ll[unit, lane] = (a, epoch, b, epoch)
+            for t in range(4):  # lane 8t: blocks 2t (its own) and 2t + 1 (lane 8t + 4's)
+                hi = [np.float16(bsum[tok, sb, j]) for j in (2 * t, 2 * t + 1)]
+                lo = [np.float16(np.float32(bsum[tok, sb, j]) - np.float32(h)) for j, h in zip((2 * t, 2 * t + 1), hi)]
+                pair = lambda h: int(h[0].view(np.uint16)) | int(h[1].view(np.uint16)) << 16
+                ll[unit, 32 + t] = (pair(hi), epoch, pair(lo), epoch)
+            scale = np.float32(xq.d[tok, 8 * sb]).view(np.uint32)
+            ll[unit, 36] = (scale, epoch, scale, epoch)
+    # the staging: a range of nsb super-blocks, T token rows, line p of the range to dst_of(p)
+    x_stride = xshared * 512 + mmq_direct_q8.LL_ROW_PAD
+    sum_stride = xshared * 4 + 4
+    xs = np.zeros(16 * x_stride // 4, np.uint32)
+    sums_img = np.zeros(16 * sum_stride * 4, np.uint32)
+    d8_img = np.zeros(xshared * 16 * 4, np.uint32)
+    for p in range(T * nsb * mmq_direct_q8.LL_LINES):
+        unit, line = divmod(p, mmq_direct_q8.LL_LINES)
+        r, sb = divmod(unit, nsb)
+        src = ll[r * nsb + sb, line]
+        if line < 32:
+            at = (r * x_stride + sb * 512 + 16 * line) // 4
+            xs[at:at + 4] = src
+        elif line < 36:
+            at = (r * sum_stride + sb * 4 + line - 32) * 4
+            sums_img[at:at + 4] = src
+        else:
+            at = (sb * 16 + r) * 4
+            d8_img[at:at + 4] = src
+    q8_words = words(want_q8)  # [T, 64 nsb], each chunk's 16 words in the staged order
+    sums_words = want_sums.view(np.uint32).reshape(T, nsb, 4, 2)
+    for tok in range(T):
+        g, n = tok % 8, tok // 8
+        for t in range(4):
+            xrow = ((g + 8 * n) * x_stride + 32 * t) // 4
+            for sb in range(nsb):
+                for c in range(4):
+                    l0 = xs[xrow + (sb * 512 + 128 * c) // 4:][:4]
+                    l1 = xs[xrow + (sb * 512 + 128 * c + 16) // 4:][:4]
+                    assert l0[1] == l0[3] == l1[1] == l1[3] == epoch
+                    np.testing.assert_array_equal([l0[0], l0[2], l1[0], l1[2]],
+                                                  q8_words[tok, 64 * sb + 16 * c + 4 * t:][:4])
+                s = sums_img[((g + 8 * n) * sum_stride + sb * 4 + t) * 4:][:4]
+                assert s[1] == s[3] == epoch
+                np.testing.assert_array_equal([s[0], s[2]], sums_words[tok, sb, t])
+    for sb in range(nsb):  # the scales as lane t reads them: tokens 8n + 2t, + 1 at lines (2t + 8n), (2t + 8n + 1)
+        for tok in range(T):
+            line = d8_img[(sb * 16 + tok) * 4:][:4]
+            assert line[1] == line[3] == epoch and line[0] == want_d8[0, sb, tok].view(np.uint32)

@@ -157,6 +157,10 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
     ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
+    ({"LLQ": 1}, "LLQ=1"), ({"LLQ": 1, "GRIDQ": 2, "PDL": 2}, "LLQ=1"), ({"LLQ": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LLQ=2"),
+    *[({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "LLQ=1")
+      for other in ("LOCALQ", "SPLITCOUNT", "XBULK", "BULK", "RELADD", "POLLACQ")],
+    ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RING": 3, "EARLYSLOTS": 1}, "LLQ=1"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -196,7 +200,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1},
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "EARLYSLOTS": 1},
                                     {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1,
-                                     "EARLYSLOTS": 1}])
+                                     "EARLYSLOTS": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -751,3 +757,30 @@ def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early,
     tight = _tight_waits(ring, early, splitcount)
     assert all(ring - 1 <= w for w in tight[2:]) and tight[-1] == ring - 1
     assert found == {tight[0], tight[1], ring - 1}
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_llq_stores_lines_with_no_count_fence_or_add_and_reads_them_twice_as_wide(qtype):
+    """LLQ against the same GRIDQ 2 kernel with its count: the count's sequentially consistent fence (MEMBAR) and add
+    (ATOM) gone (range 0's zeroed-tile flag keeps its own), the units' lines stored by strong 16-byte stores (st.volatile:
+    STG.E.128.STRONG), the stale ones polled by strong 16-byte loads, each B fragment two whole 16-byte shared loads and
+    each sums uint2 one (10 more LDS.128 a super-block: ptxas would narrow a plain vector load whose epochs go unread
+    into 32-bit ones), no spill, and the shared memory the launcher asks for grown by the lines' second halves."""
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+
+    def gemm(params):
+        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+        summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
+            "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
+        return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"], summary
+
+    counted, _ = gemm(base)
+    flagged, summary = gemm({**base, "LLQ": 1})
+    assert flagged.count("MEMBAR") == counted.count("MEMBAR") - 1  # the count's fence (range 0's flag keeps its own)
+    assert flagged.count("ATOM") == counted.count("ATOM") - 1
+    assert "STG.E.128.STRONG" in flagged and "STG.E.128.STRONG" not in counted
+    assert "LDG.E.128.STRONG" in flagged and "LDG.E.128.STRONG" not in counted
+    assert flagged.count("LDS.128") == counted.count("LDS.128") + 10
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+    assert mmq_direct_q8.smem_bytes({**base, "LLQ": 1}, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == \
+        16 * 8 * 256 - 16 * (64 - 16) + 16 * 36 * 8 + 8 * 16 * 12  # rows twice as wide, sums and scales a line each

@@ -73,6 +73,10 @@ CONFIGS = [
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "EARLYSLOTS": 1},
     {"RING": 4, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "EARLYSLOTS": 2},
     {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1, "EARLYSLOTS": 1},
+    # the activations as LL lines, no count (LLQ): the T=16 champion's form; short ranges; 4 warps (more lines a thread)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
+    {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -80,7 +84,8 @@ SHAPES = [(37, 256, 5), (145, 512, 67), (256, 768, 16), (330, 4096, 1), (77, 614
 TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},  # the T=16 champion's form
           {"RING": 2, "SBMAJOR": 1, "PDL": 1},  # the pass not a dependent launch: its wait returns at once
           {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on counters
-          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2}]  # no pass: the GEMM's CTAs quantize
+          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2},  # no pass: the GEMM's CTAs quantize
+          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1}]  # and no count
 PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
               + [{**c, "TRACE": 1} for c in TRACED]}
 
@@ -160,7 +165,7 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
 
 def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
-    super-blocks past the LOCALQ ones (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K,
+    super-blocks past the LOCALQ ones; LLQ nothing (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K,
     SKEW's too: a range the kernel made longer or shorter than range_starts says shows in its count)."""
     gx, gy, gz = grid
     if params["GRIDQ"] == 1:
@@ -168,6 +173,8 @@ def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     from kernels import mmq_direct_q8
 
     ranges = np.diff(mmq_direct_q8.range_starts(K // 256, gy, params))  # LOCALQ: each CTA quantizes the first ones itself
+    if params["LLQ"]:  # no count: the lines carry the epoch, and the counters stay zero
+        return np.zeros(gz * len(ranges), np.int64)
     if params["SPLITCOUNT"]:  # two counts a range: its first super-block's units, the rest's
         return np.array([min(16, T - 16 * z) * part for z in range(gz) for n in ranges for part in (1, n - 1)])
     return np.array([min(16, T - 16 * z) * (n - min(params["LOCALQ"], n)) for z in range(gz) for n in ranges])
@@ -188,7 +195,7 @@ def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
         try:
             counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
             per_launch = expected_counts(params, bound.grid, T, K)
-            assert per_launch.sum() > 0 or params["LOCALQ"]  # (LOCALQ: a K of few super-blocks is all local)
+            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"]  # (LOCALQ: few super-blocks all local)
             for launch in range(1, 4):
                 bound.run()
                 gpu_device.synchronize()

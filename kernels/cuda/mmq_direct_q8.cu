@@ -116,6 +116,13 @@
 #define XBULK 0  // copy per token row, issued by warp 0 as soon as the count is seen, landing on one mbarrier) instead
 #endif           // of ~2000 16-byte cp.async behind the SM's own weight copies (run 118: 1.8 us from the count seen to
                  // the first super-block, an L2 hit's round trip queued behind copies that wait on DRAM)
+#ifndef LLQ  // 1 (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
+#define LLQ 0  // unit is stored as NCCL's LL lines, 16 bytes {data, epoch, data, epoch} (37 a unit: its 64 int8 words, its 4
+#endif         // lanes' sums, its scale), with no fence and no add; a CTA copies its range's lines into shared memory as
+               // they are (the loop reads the data words of each line) and copies again the lines whose epochs are
+               // not yet this launch's. The copy is the poll: of the count's chain (store, fence, add, count seen,
+               // copy: ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the copy
+               // are left. Twice the activations' bytes in L2 and in shared memory
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -178,6 +185,10 @@
 #if XBULK < 0 || XBULK > 1 || (XBULK && (GRIDQ != 2 || !SMEMSUMS || LOCALQ))
 #error "mmq_direct_q8.cu: XBULK 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0"
 #endif
+#if LLQ < 0 || LLQ > 1 || (LLQ && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || SPLITCOUNT || EARLYSLOTS || XBULK || BULK || \
+                                   RELADD || POLLACQ))
+#error "mmq_direct_q8.cu: LLQ 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0"
+#endif
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
 #endif
@@ -203,16 +214,21 @@ constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (aft
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kEarlySlots = EARLYSLOTS ? EARLYSLOTS : RING - 1;  // ring slots copied before the activations' groups
 constexpr int kLateSlots = RING - 1 - kEarlySlots;                  // and after them
-constexpr int kXStride = XSHARED * 256 + 64;  // token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks
+// a staged token row's super-block: 256 int8, or (LLQ) their 32 LL lines
+constexpr int kXUnitBytes = LLQ ? 512 : 256;
+// token rows 64 bytes apart modulo 128: a quarter-warp's loads, 8 banks (LLQ: 16 apart, each lane two lines 32 bytes apart)
+constexpr int kXStride = LLQ ? XSHARED * 512 + 16 : XSHARED * 256 + 64;
 // CLUSTERQ, SMEMSUMS: the range's scales and sums in shared memory, as the pass lays them out in global: sums [16 tokens]
 // [XSHARED][4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED]
 // [16] f32
 constexpr bool kSumsShared = CLUSTERQ || SMEMSUMS;
+// (LLQ: the same arrays with each uint2 of sums and each f32 scale an LL line of 16 bytes, as copied)
 constexpr int kSumStride = XSHARED * 4 + 4;
-constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * 8 + XSHARED * 16 * 4 : 0;
+constexpr int kSumBytes = LLQ ? 16 : 8, kScaleBytes = LLQ ? 16 : 4;
+constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * kSumBytes + XSHARED * 16 * kScaleBytes : 0;
 // byte offsets in shared memory: the warps' rings, the staged token rows, then (kSumsShared) the sums and the scales
 constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
-constexpr int kD8At = kSumsAt + 16 * kSumStride * 8;
+constexpr int kD8At = kSumsAt + 16 * kSumStride * kSumBytes;
 constexpr int kSmemBytes = kSumsAt + kSumsBytes;
 
 // The first super-block of K range y of `ranges` (range y ends where y + 1 begins); SKEW moves super-blocks from the
@@ -410,6 +426,72 @@ __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint3
     const int tok = static_cast<int>(unit / nsb), sb = static_cast<int>(unit % nsb);
     float* scale = d8 + ((tok >> 4) * static_cast<long long>(nsb) + sb) * 16 + (tok & 15);
     quantize_unit_into(x + unit * 256, q8 + unit * 64, scale, sums + unit * 16, lane);
+}
+
+#if LLQ
+// LLQ: a unit's 37 lines of 16 bytes, {data, epoch, data, epoch} (NCCL's LL protocol: each 8-byte half is stored and
+// loaded whole, so a half whose epoch is the launch's holds the launch's data), in the order the CTA stages them:
+// lines 0..31 its staged words 2L, 2L + 1; 32..35 lane t's sums (hi pair, lo pair); 36 its scale (twice)
+constexpr int kLLLines = 37, kLLUnitBytes = 16 * kLLLines;
+
+__device__ __forceinline__ void st_ll(uint8_t* p, uint32_t a, uint32_t b, uint32_t epoch) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(epoch), "r"(b), "r"(epoch)
+                 : "memory");
+}
+
+__device__ __forceinline__ uint4 ld_ll(const uint8_t* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ bool ll_current(uint4 line, uint32_t epoch) { return line.y == epoch && line.w == epoch; }
+
+// One (token, super-block) `unit` quantized by a warp into its LL lines. Line L holds staged words 2L, 2L + 1, which are
+// old words w and w + 4 for w = 16 (L >> 3) + 8 (L & 1) + ((L >> 1) & 3) (staged_word's inverse), old word w being lane
+// w / 2's packed[w % 2]; the sums paired as CLUSTERQ's (lane 8t: t's hi and lo pairs, the odd 32-block's from 4 lanes up)
+__device__ __forceinline__ void quantize_unit_ll(const float* __restrict__ x, uint8_t* ll, long long unit, int lane,
+                                                 uint32_t epoch) {
+    const Q8Lanes q = quantize_lanes(x + unit * 256, lane);
+    uint8_t* lines = ll + unit * kLLUnitBytes;
+    const int w = 16 * (lane >> 3) + 8 * (lane & 1) + ((lane >> 1) & 3), from = w >> 1;
+    const uint32_t a0 = __shfl_sync(0xffffffffu, q.packed[0], from), a1 = __shfl_sync(0xffffffffu, q.packed[1], from);
+    const uint32_t b0 = __shfl_sync(0xffffffffu, q.packed[0], from + 2);
+    const uint32_t b1 = __shfl_sync(0xffffffffu, q.packed[1], from + 2);
+    st_ll(lines + 16 * lane, w & 1 ? a1 : a0, w & 1 ? b1 : b0, epoch);
+    __half hi, lo;
+    split_sum(q.bsum, hi, lo);
+    const uint32_t mine = __half_as_ushort(hi) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
+    const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
+    if ((lane & 7) == 0)
+        st_ll(lines + 16 * (32 + (lane >> 3)), __byte_perm(mine, odd, 0x5410), __byte_perm(mine, odd, 0x7632), epoch);
+    if (lane == 0) st_ll(lines + 16 * 36, __float_as_uint(q.scale), __float_as_uint(q.scale), epoch);
+}
+#endif
+
+// LLQ: a staged line's 16 bytes in one load: with only its data words used, the compiler would split a plain uint4 load into
+// two 32-bit ones (not volatile: the loop's loads stay free to be scheduled, after the staging's barrier they depend on)
+__device__ __forceinline__ uint4 lds_line(const void* p) {
+    uint4 v;
+    asm("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(mmq::smem_addr(p)));
+    return v;
+}
+
+// The staged sums and scales as the loop reads them: a uint2 / float2 (from global or shared memory), or (LLQ) the data
+// words of LL lines in shared memory
+__device__ __forceinline__ uint2 staged_sums(const uint2* p) { return load_pass_output(p); }
+#if LLQ
+__device__ __forceinline__ uint2 staged_sums(const uint4* p) {
+    const uint4 v = lds_line(p);
+    return make_uint2(v.x, v.z);
+}
+#endif
+__device__ __forceinline__ float2 staged_scales(const float* p) {
+    return load_pass_output(reinterpret_cast<const float2*>(p));
+}
+__device__ __forceinline__ float2 staged_scales(const uint4* p) {  // (LLQ: two tokens' lines, a data word of each)
+    return make_float2(__uint_as_float(p[0].x), __uint_as_float(p[1].x));
 }
 
 // Every warp of the grid quantizes units warp, warp + warps, ... and every thread zeroes its share of C's n_zero floats.
@@ -726,10 +808,15 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 u += stride;
             }
         }
-        for (; u < range_units; u += stride)  // warp-uniform
+        for (; u < range_units; u += stride) {  // warp-uniform
+#if LLQ
+            quantize_unit_ll(X, reinterpret_cast<uint8_t*>(Q8), unit_of(u), lane, epoch);
+#else
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
-        __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them) and the CTA's one add
-        if (threadIdx.x == 0 && mine) {  // after the barrier: a release cumulative over the CTA's stores
+#endif
+        }
+        if constexpr (!LLQ) __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them)
+        if (!LLQ && threadIdx.x == 0 && mine) {  // and the CTA's one add, after the barrier: a release cumulative over them
             if constexpr (RELADD) {
                 asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(range_count), "r"(mine) : "memory");
             } else if constexpr (SPLITCOUNT) {  // one fence for both counts
@@ -760,7 +847,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
-        if constexpr (LOCALQ == 0) {  // its units are stored (SPLITCOUNT: its first super-block's)
+        if constexpr (LOCALQ == 0 && !LLQ) {  // its units are stored (SPLITCOUNT: its first super-block's)
             wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units));
             TRACE_MARK(1);
         }
@@ -863,6 +950,47 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
     mmq::cp_async_commit();
     mmq::cp_async_commit();
+#elif LLQ  // the range's lines, each thread a run of them (a unit's 37 lines to one or two threads), then copied
+    // again until every line's epochs are this launch's: a thread that finds one stale polls that line alone (a load a
+    // round trip) and, once it is current, copies again whichever of its later lines are still stale, in one group
+    {
+        const uint8_t* ll = reinterpret_cast<const uint8_t*>(Q8);
+        const int lines = rows * nrange * kLLLines, per = (lines + kThreads - 1) / kThreads;
+        const int p_begin = min(lines, static_cast<int>(threadIdx.x) * per), p_end = min(lines, p_begin + per);
+        auto src_of = [&](int p) {
+            const int unit = p / kLLLines, r = unit / nrange;
+            return ll + ((static_cast<long long>(tok0 + r) * nsb + sb_begin + unit - r * nrange) * kLLLines +
+                         p - unit * kLLLines) * 16;
+        };
+        auto dst_of = [&](int p) {
+            const int unit = p / kLLLines, line = p - unit * kLLLines, r = unit / nrange, sb = unit - r * nrange;
+            return line < 32   ? xs + r * kXStride + sb * 512 + 16 * line
+                   : line < 36 ? smem + kSumsAt + (r * kSumStride + sb * 4 + line - 32) * 16
+                               : smem + kD8At + (sb * 16 + r) * 16;
+        };
+        for (int p = p_begin; p < p_end; ++p) mmq::cp_async16(dst_of(p), src_of(p));
+        mmq::cp_async_commit();
+        for (bool stale = true; stale;) {
+            mmq::cp_async_wait<0>();  // (the ring's first slots too, which trip 0 needs anyway)
+            int first = p_end;
+            for (int p = p_begin; p < p_end && first == p_end; ++p)
+                if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) first = p;
+            if (first < p_end) {
+                uint4 line = ld_ll(src_of(first));
+                for (long long polls = 0; !ll_current(line, epoch); ++polls) {
+                    if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
+                    __nanosleep(64);
+                    line = ld_ll(src_of(first));
+                }
+                *reinterpret_cast<uint4*>(dst_of(first)) = line;
+                for (int p = first + 1; p < p_end; ++p)
+                    if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) mmq::cp_async16(dst_of(p), src_of(p));
+                mmq::cp_async_commit();
+            }
+            stale = __syncthreads_or(first < p_end);
+        }
+        TRACE_MARK(1);
+    }
 #elif SPLITCOUNT  // the first super-block now, one group; the rest in the loop's second trip
     stage_sums(0, 1);
     stage(0, 1);
@@ -875,7 +1003,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     stage(1, max(0, nrange - 1));
     issue_late_slots();
 #endif
-#if SMEMSUMS
+#if LLQ
+    const uint4* xsum = reinterpret_cast<const uint4*>(smem + kSumsAt);
+    const uint4* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
+    const uint4* d8 = reinterpret_cast<const uint4*>(smem + kD8At) + 2 * t;
+#elif SMEMSUMS
     const uint2* xsum = reinterpret_cast<const uint2*>(smem + kSumsAt);
     const uint2* sums[2] = {xsum + g * kSumStride + t, xsum + (g + 8) * kSumStride + t};
     const float* d8 = reinterpret_cast<const float*>(smem + kD8At) + 2 * t;
@@ -887,7 +1019,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
 
     float acc[2][4] = {};
-    const uint8_t* xrow[2] = {xs + g * kXStride + 16 * t, xs + (g + 8) * kXStride + 16 * t};
+    const uint8_t* xrow[2] = {xs + g * kXStride + (LLQ ? 32 : 16) * t, xs + (g + 8) * kXStride + (LLQ ? 32 : 16) * t};
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
 #if LOCALQ
@@ -939,6 +1071,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 mmq::cp_async_wait<RING - 1>();
                 __syncwarp();
             }
+        } else if constexpr (LLQ) {  // the range's lines have all landed: only slots pend, the RING - 1 newest
+            mmq::cp_async_wait<RING - 1>();
+            __syncwarp();
         } else {
             if (s == 0) {
                 mmq::cp_async_wait<2 + kLateSlots>();
@@ -977,7 +1112,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 const int c = 2 * half + cc;
                 uint4 b[2];
 #pragma unroll
-                for (int n = 0; n < 2; ++n) b[n] = *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
+                for (int n = 0; n < 2; ++n) {
+                    if constexpr (LLQ) {  // words 4t .. 4t + 3 of the chunk: lines 8c + 2t, 8c + 2t + 1
+                        const uint4 l0 = lds_line(xrow[n] + 128 * c), l1 = lds_line(xrow[n] + 128 * c + 16);
+                        b[n] = make_uint4(l0.x, l0.z, l1.x, l1.z);
+                    } else {
+                        b[n] = *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
+                    }
+                }
 #pragma unroll
                 for (int hi = 0; hi < 2; ++hi) {  // sub-block 2c + hi: the low nibbles (q) or the high ones (16 q; q5_K: q)
 #if QTYPE == 1
@@ -1002,10 +1144,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         // the super-block's f32 step: d8 (d/16 float(isum) - dmin sum_j m_j bsum_j) per element
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-            const uint2 bs = load_pass_output(sums[n]);
+            const uint2 bs = staged_sums(sums[n]);
             float msum[4];
             mma_f16(msum, rs[0].mpair, rs[1].mpair, bs.x, bs.y);
-            const float2 scale = load_pass_output(reinterpret_cast<const float2*>(d8 + 8 * n));
+            const float2 scale = staged_scales(d8 + 8 * n);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const RowScales& r = rs[e >> 1];
@@ -1016,7 +1158,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             sums[n] += 4;
         }
         d8 += 16;
-        xrow[0] += 256, xrow[1] += 256;
+        xrow[0] += kXUnitBytes, xrow[1] += kXUnitBytes;
     }
     if constexpr (PROBE == 2) {  // the prologue's copies land, as they would for the first super-block
         mmq::cp_async_wait<0>();
