@@ -90,7 +90,7 @@ Parameters (compile time unless said):
               start in blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7
               us after the first, the call lasting until its last CTA ends. Measured and not promoted (run 119: 5 %
               slower; one super-block a CTA is twice the gap, so the order reverses)
-  LLQ         1 (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
+  LLQ         1, 2 (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
               unit is stored as NCCL's LL lines (16 bytes, {data, epoch, data, epoch}: each 8-byte half stored and
               loaded whole, so a half carrying the launch's epoch carries its data), 37 a unit (its 64 int8 words, its
               4 lanes' sums, its scale; LL_UNIT_BYTES), with no fence and no add; each CTA copies its range's lines
@@ -98,7 +98,8 @@ Parameters (compile time unless said):
               stale line alone, then copies its later stale ones in one group). The loop reads the lines' data words.
               The copy is the poll: of the count's chain (store, fence, add, count seen, copy: ~4.5 us of L2 round
               trips under the weight stream on both cards, runs 116-121) only the store and the copy are left, for
-              twice the activations' bytes in L2 and in shared memory
+              twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first line before it
+              copies the rest (a CTA with no unit to quantize copies as it resumes, long before the lines are stored)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -253,9 +254,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["XBULK"] not in (0, 1) or (p["XBULK"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or p["LOCALQ"])):
         return (f"XBULK={p['XBULK']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0 (the range's activations staged by "
                 f"bulk copies)")
-    if p["LLQ"] not in (0, 1) or (p["LLQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or any(
+    if p["LLQ"] not in (0, 1, 2) or (p["LLQ"] and (p["GRIDQ"] != 2 or not p["SMEMSUMS"] or any(
             p[k] for k in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "RELADD", "POLLACQ")))):
-        return (f"LLQ={p['LLQ']}: 0, or 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, "
+        return (f"LLQ={p['LLQ']}: 0, or 1..2 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, "
                 f"RELADD, POLLACQ 0 (the activations as LL lines, no count)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"

@@ -157,7 +157,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
     ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
-    ({"LLQ": 1}, "LLQ=1"), ({"LLQ": 1, "GRIDQ": 2, "PDL": 2}, "LLQ=1"), ({"LLQ": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LLQ=2"),
+    ({"LLQ": 1}, "LLQ=1"), ({"LLQ": 1, "GRIDQ": 2, "PDL": 2}, "LLQ=1"), ({"LLQ": 3, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LLQ=3"),
     *[({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "LLQ=1")
       for other in ("LOCALQ", "SPLITCOUNT", "XBULK", "BULK", "RELADD", "POLLACQ")],
     ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RING": 3, "EARLYSLOTS": 1}, "LLQ=1"),
@@ -784,3 +784,15 @@ def test_llq_stores_lines_with_no_count_fence_or_add_and_reads_them_twice_as_wid
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
     assert mmq_direct_q8.smem_bytes({**base, "LLQ": 1}, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == \
         16 * 8 * 256 - 16 * (64 - 16) + 16 * 36 * 8 + 8 * 16 * 12  # rows twice as wide, sums and scales a line each
+
+
+def test_llq_2_polls_each_thread_s_first_line_before_it_copies():
+    """LLQ 2 polls a line (strong 16-byte loads, a NANOSLEEP between) before the first copy as well as in the retry
+    loop: twice LLQ 1's polls, and no other difference in what is stored or counted."""
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+    one, two = (nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**base, "LLQ": llq}, "q4_K").sass)
+                ["mmq_direct_q8_gemm"] for llq in (1, 2))
+    for op in ("LDG.E.128.STRONG", "NANOSLEEP"):
+        assert two.count(op) == 2 * one.count(op) > 0, op
+    for op in ("STG.E.128.STRONG", "MEMBAR", "ATOM", "LDS.128"):
+        assert two.count(op) == one.count(op), op

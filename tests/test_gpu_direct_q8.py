@@ -73,10 +73,12 @@ CONFIGS = [
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "EARLYSLOTS": 1},
     {"RING": 4, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "EARLYSLOTS": 2},
     {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1, "EARLYSLOTS": 1},
-    # the activations as LL lines, no count (LLQ): the T=16 champion's form; short ranges; 4 warps (more lines a thread)
+    # the activations as LL lines, no count (LLQ): the T=16 champion's form; short ranges; 4 warps (more lines a thread),
+    # each thread's first line polled before the copy (LLQ 2); the champion's form so
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
-    {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1},
+    {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)

@@ -116,13 +116,15 @@
 #define XBULK 0  // copy per token row, issued by warp 0 as soon as the count is seen, landing on one mbarrier) instead
 #endif           // of ~2000 16-byte cp.async behind the SM's own weight copies (run 118: 1.8 us from the count seen to
                  // the first super-block, an L2 hit's round trip queued behind copies that wait on DRAM)
-#ifndef LLQ  // 1 (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
+#ifndef LLQ  // 1, 2 (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
 #define LLQ 0  // unit is stored as NCCL's LL lines, 16 bytes {data, epoch, data, epoch} (37 a unit: its 64 int8 words, its 4
 #endif         // lanes' sums, its scale), with no fence and no add; a CTA copies its range's lines into shared memory as
                // they are (the loop reads the data words of each line) and copies again the lines whose epochs are
                // not yet this launch's. The copy is the poll: of the count's chain (store, fence, add, count seen,
                // copy: ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the copy
-               // are left. Twice the activations' bytes in L2 and in shared memory
+               // are left. Twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first
+               // line before it copies the rest (a CTA with no unit to quantize copies as it resumes: its first copy
+               // would find the lines stale and be spent)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -185,9 +187,9 @@
 #if XBULK < 0 || XBULK > 1 || (XBULK && (GRIDQ != 2 || !SMEMSUMS || LOCALQ))
 #error "mmq_direct_q8.cu: XBULK 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ 0"
 #endif
-#if LLQ < 0 || LLQ > 1 || (LLQ && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || SPLITCOUNT || EARLYSLOTS || XBULK || BULK || \
+#if LLQ < 0 || LLQ > 2 || (LLQ && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || SPLITCOUNT || EARLYSLOTS || XBULK || BULK || \
                                    RELADD || POLLACQ))
-#error "mmq_direct_q8.cu: LLQ 0..1, 1 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0"
+#error "mmq_direct_q8.cu: LLQ 0..2, 1..2 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0"
 #endif
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
@@ -968,7 +970,18 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                    : line < 36 ? smem + kSumsAt + (r * kSumStride + sb * 4 + line - 32) * 16
                                : smem + kD8At + (sb * 16 + r) * 16;
         };
-        for (int p = p_begin; p < p_end; ++p) mmq::cp_async16(dst_of(p), src_of(p));
+        auto poll_line = [&](int p) {  // line p into shared memory once it is current
+            uint4 line = ld_ll(src_of(p));
+            for (long long polls = 0; !ll_current(line, epoch); ++polls) {
+                if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
+                __nanosleep(64);
+                line = ld_ll(src_of(p));
+            }
+            *reinterpret_cast<uint4*>(dst_of(p)) = line;
+        };
+        int p_copy = p_begin;
+        if (LLQ == 2 && p_begin < p_end) poll_line(p_copy++);  // LLQ 2: the first line polled before the rest is copied
+        for (int p = p_copy; p < p_end; ++p) mmq::cp_async16(dst_of(p), src_of(p));
         mmq::cp_async_commit();
         for (bool stale = true; stale;) {
             mmq::cp_async_wait<0>();  // (the ring's first slots too, which trip 0 needs anyway)
@@ -976,13 +989,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             for (int p = p_begin; p < p_end && first == p_end; ++p)
                 if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) first = p;
             if (first < p_end) {
-                uint4 line = ld_ll(src_of(first));
-                for (long long polls = 0; !ll_current(line, epoch); ++polls) {
-                    if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
-                    __nanosleep(64);
-                    line = ld_ll(src_of(first));
-                }
-                *reinterpret_cast<uint4*>(dst_of(first)) = line;
+                poll_line(first);
                 for (int p = first + 1; p < p_end; ++p)
                     if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) mmq::cp_async16(dst_of(p), src_of(p));
                 mmq::cp_async_commit();
