@@ -147,7 +147,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (33, "q5_K"), (34, "q5_K"), (35, "q4_K"), (35, "q5_K"), (36, "q4_K"),
                                         (36, "q5_K"), (37, "q4_K"), (38, "q4_K"),
                                         (38, "q5_K"), (39, "q4_K"), (40, "q5_K"), (41, "q4_K"),
-                                        (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K")])
+                                        (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K"), (53, "q4_K"),
+                                        (54, "q5_K"), (55, "q4_K"), (56, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
