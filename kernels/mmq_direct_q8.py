@@ -94,12 +94,13 @@ Parameters (compile time unless said):
               unit is stored as NCCL's LL lines (16 bytes, {data, epoch, data, epoch}: each 8-byte half stored and
               loaded whole, so a half carrying the launch's epoch carries its data), 37 a unit (its 64 int8 words, its
               4 lanes' sums, its scale; LL_UNIT_BYTES), with no fence and no add; each CTA copies its range's lines
-              into shared memory as they are and copies again those whose epochs are stale (a thread polls its first
-              stale line alone, then copies its later stale ones in one group). The loop reads the lines' data words.
+              into shared memory by strong loads (a thread's lines all in flight at once, at most 32; again for the
+              stale ones, a round trip a round: weak cp.async copies read stale lines for 10-25 us, run 128). The loop
+              reads the lines' data words.
               The copy is the poll: of the count's chain (store, fence, add, count seen, copy: ~4.5 us of L2 round
               trips under the weight stream on both cards, runs 116-121) only the store and the copy are left, for
               twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first line before it
-              copies the rest (a CTA with no unit to quantize copies as it resumes, long before the lines are stored)
+              asks for the rest (a CTA with no unit to quantize asks as it resumes, long before the lines are stored)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -258,6 +259,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
             p[k] for k in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "RELADD", "POLLACQ")))):
         return (f"LLQ={p['LLQ']}: 0, or 1..2 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, "
                 f"RELADD, POLLACQ 0 (the activations as LL lines, no count)")
+    if p["LLQ"] and ll_lines_per_thread(p) > 32:
+        return (f"LLQ={p['LLQ']}: {ll_lines_per_thread(p)} lines a thread (16 rows x XSHARED={p['XSHARED']} super-blocks "
+                f"x {LL_LINES} over {32 * p['WARPS']} threads); at most 32: more warps or fewer staged super-blocks")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
@@ -268,6 +272,12 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if not 1 <= p["MIN_BLOCKS"] <= 8:
         return f"MIN_BLOCKS={p['MIN_BLOCKS']} outside 1..8"
     return mmq_base.smem_limit_reason(smem_bytes(p, qtype) + static_smem_bytes(p), device_info or {})
+
+
+def ll_lines_per_thread(params: dict) -> int:
+    """LLQ: the most LL lines a thread of the GEMM stages (kLLPerThread): 16 token rows x XSHARED super-blocks x 37."""
+    p = full_params(params)
+    return -(-TOKEN_TILE * p["XSHARED"] * LL_LINES // (32 * p["WARPS"]))
 
 
 def range_starts(nsb: int, ranges: int, params: dict) -> list[int]:

@@ -161,6 +161,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     *[({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "LLQ=1")
       for other in ("LOCALQ", "SPLITCOUNT", "XBULK", "BULK", "RELADD", "POLLACQ")],
     ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RING": 3, "EARLYSLOTS": 1}, "LLQ=1"),
+    ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "WARPS": 4, "XSHARED": 7}, "33 lines a thread"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -201,8 +202,10 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "EARLYSLOTS": 1},
                                     {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SPLITCOUNT": 1,
                                      "EARLYSLOTS": 1},
-                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
-                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1}])
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
+                                     "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
+                                    {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LLQ": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -760,13 +763,16 @@ def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early,
 
 
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
-def test_llq_stores_lines_with_no_count_fence_or_add_and_reads_them_twice_as_wide(qtype):
-    """LLQ against the same GRIDQ 2 kernel with its count: the count's sequentially consistent fence (MEMBAR) and add
-    (ATOM) gone (range 0's zeroed-tile flag keeps its own), the units' lines stored by strong 16-byte stores (st.volatile:
-    STG.E.128.STRONG), the stale ones polled by strong 16-byte loads, each B fragment two whole 16-byte shared loads and
-    each sums uint2 one (10 more LDS.128 a super-block: ptxas would narrow a plain vector load whose epochs go unread
-    into 32-bit ones), no spill, and the shared memory the launcher asks for grown by the lines' second halves."""
-    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+def test_llq_stores_lines_with_no_count_fence_or_add_and_loads_them_all_at_once(qtype):
+    """LLQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): the count's sequentially consistent
+    fence (MEMBAR) and add (ATOM) gone (range 0's zeroed-tile flag keeps its own), the units' lines stored by strong
+    16-byte stores at GPU scope, a thread's 10 lines (16 rows x 8 super-blocks x 37 lines over 512 threads) asked for by
+    10 strong 16-byte loads unrolled (all in flight at once, as many again after each stale round: weak cp.async copies
+    read stale lines, run 128) and no cp.async of the activations, each B fragment two whole 16-byte shared loads and
+    each sums uint2 one (10 more LDS.128 a super-block: ptxas would narrow a plain vector load whose epochs go unread),
+    no spill, and the shared memory the launcher asks for grown by the lines' second halves."""
+    base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
+            "SMEMSUMS": 1}
 
     def gemm(params):
         compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -778,21 +784,24 @@ def test_llq_stores_lines_with_no_count_fence_or_add_and_reads_them_twice_as_wid
     flagged, summary = gemm({**base, "LLQ": 1})
     assert flagged.count("MEMBAR") == counted.count("MEMBAR") - 1  # the count's fence (range 0's flag keeps its own)
     assert flagged.count("ATOM") == counted.count("ATOM") - 1
-    assert "STG.E.128.STRONG" in flagged and "STG.E.128.STRONG" not in counted
-    assert "LDG.E.128.STRONG" in flagged and "LDG.E.128.STRONG" not in counted
+    assert flagged.count("STG.E.128.STRONG.GPU") == 3 and "STG.E.128.STRONG" not in counted  # data, sums, scale
+    assert flagged.count("LDG.E.128.STRONG.GPU") == 10 and "LDG.E.128.STRONG" not in counted
+    staged = counted.count("LDGSTS") - flagged.count("LDGSTS")  # the activations' and the sums' copies, gone
+    assert staged > 0 and flagged.count("LDGSTS") > 0  # (the weight ring's stay)
     assert flagged.count("LDS.128") == counted.count("LDS.128") + 10
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
     assert mmq_direct_q8.smem_bytes({**base, "LLQ": 1}, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == \
         16 * 8 * 256 - 16 * (64 - 16) + 16 * 36 * 8 + 8 * 16 * 12  # rows twice as wide, sums and scales a line each
 
 
-def test_llq_2_polls_each_thread_s_first_line_before_it_copies():
-    """LLQ 2 polls a line (strong 16-byte loads, a NANOSLEEP between) before the first copy as well as in the retry
-    loop: twice LLQ 1's polls, and no other difference in what is stored or counted."""
-    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
+def test_llq_2_polls_each_thread_s_first_line_before_it_asks_for_the_rest():
+    """LLQ 2 polls its first line alone (a strong load, NANOSLEEP between) before the others' loads: two strong loads
+    and one NANOSLEEP more than LLQ 1, and nothing else stored or counted differently."""
+    base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
+            "SMEMSUMS": 1}
     one, two = (nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**base, "LLQ": llq}, "q4_K").sass)
                 ["mmq_direct_q8_gemm"] for llq in (1, 2))
-    for op in ("LDG.E.128.STRONG", "NANOSLEEP"):
-        assert two.count(op) == 2 * one.count(op) > 0, op
+    assert two.count("LDG.E.128.STRONG.GPU") == one.count("LDG.E.128.STRONG.GPU") + 2
+    assert two.count("NANOSLEEP") == one.count("NANOSLEEP") + 1
     for op in ("STG.E.128.STRONG", "MEMBAR", "ATOM", "LDS.128"):
         assert two.count(op) == one.count(op), op

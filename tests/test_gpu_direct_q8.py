@@ -73,12 +73,15 @@ CONFIGS = [
     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "EARLYSLOTS": 1},
     {"RING": 4, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "EARLYSLOTS": 2},
     {"RING": 3, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1, "EARLYSLOTS": 1},
-    # the activations as LL lines, no count (LLQ): the T=16 champion's form; short ranges; 4 warps (more lines a thread),
-    # each thread's first line polled before the copy (LLQ 2); the champion's form so
-    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 1},
+    # the activations as LL lines, no count (LLQ): the T=16 champion's form with 16 warps (10 lines a thread in
+    # flight); short ranges; 4 warps (14 lines a thread), each thread's first line polled before the rest (LLQ 2); the
+    # 16-warp form so
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+     "LLQ": 1},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
-    {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
-    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
+    {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+     "LLQ": 2},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -87,7 +90,8 @@ TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},
           {"RING": 2, "SBMAJOR": 1, "PDL": 1},  # the pass not a dependent launch: its wait returns at once
           {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on counters
           {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2},  # no pass: the GEMM's CTAs quantize
-          {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1}]  # and no count
+          {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
+           "LLQ": 1}]  # and no count
 PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
               + [{**c, "TRACE": 1} for c in TRACED]}
 

@@ -118,13 +118,12 @@
                  // the first super-block, an L2 hit's round trip queued behind copies that wait on DRAM)
 #ifndef LLQ  // 1, 2 (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
 #define LLQ 0  // unit is stored as NCCL's LL lines, 16 bytes {data, epoch, data, epoch} (37 a unit: its 64 int8 words, its 4
-#endif         // lanes' sums, its scale), with no fence and no add; a CTA copies its range's lines into shared memory as
-               // they are (the loop reads the data words of each line) and copies again the lines whose epochs are
-               // not yet this launch's. The copy is the poll: of the count's chain (store, fence, add, count seen,
-               // copy: ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the copy
-               // are left. Twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first
-               // line before it copies the rest (a CTA with no unit to quantize copies as it resumes: its first copy
-               // would find the lines stale and be spent)
+#endif         // lanes' sums, its scale), with no fence and no add; a CTA loads its range's lines into shared memory by
+               // strong loads (the loop reads the data words of each line), again for those whose epochs are not yet
+               // this launch's. The load is the poll: of the count's chain (store, fence, add, count seen, copy:
+               // ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the load are
+               // left. Twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first line
+               // before it asks for the rest (a CTA with no unit to quantize would ask as it resumes)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -435,15 +434,18 @@ __device__ __forceinline__ void quantize_unit(const float* __restrict__ x, uint3
 // loaded whole, so a half whose epoch is the launch's holds the launch's data), in the order the CTA stages them:
 // lines 0..31 its staged words 2L, 2L + 1; 32..35 lane t's sums (hi pair, lo pair); 36 its scale (twice)
 constexpr int kLLLines = 37, kLLUnitBytes = 16 * kLLLines;
+// the most lines a thread stages (16 token rows, XSHARED super-blocks): its loads all in flight, a bit each of a mask
+constexpr int kLLPerThread = (16 * XSHARED * kLLLines + kThreads - 1) / kThreads;
+static_assert(kLLPerThread <= 32, "LLQ: at most 32 lines a thread (more warps, or fewer staged super-blocks)");
 
 __device__ __forceinline__ void st_ll(uint8_t* p, uint32_t a, uint32_t b, uint32_t epoch) {
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(epoch), "r"(b), "r"(epoch)
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(epoch), "r"(b), "r"(epoch)
                  : "memory");
 }
 
 __device__ __forceinline__ uint4 ld_ll(const uint8_t* p) {
     uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
     return v;
 }
@@ -952,9 +954,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     }
     mmq::cp_async_commit();
     mmq::cp_async_commit();
-#elif LLQ  // the range's lines, each thread a run of them (a unit's 37 lines to one or two threads), then copied
-    // again until every line's epochs are this launch's: a thread that finds one stale polls that line alone (a load a
-    // round trip) and, once it is current, copies again whichever of its later lines are still stale, in one group
+#elif LLQ  // the range's lines, each thread a run of them (a unit's 37 lines to one or two threads), loaded by strong
+    // loads, all of them in flight at once, again and again for those whose epochs are stale (run 128: weak copies,
+    // cp.async, of lines another SM had just stored kept reading the old ones for 10-25 us)
     {
         const uint8_t* ll = reinterpret_cast<const uint8_t*>(Q8);
         const int lines = rows * nrange * kLLLines, per = (lines + kThreads - 1) / kThreads;
@@ -970,32 +972,34 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                    : line < 36 ? smem + kSumsAt + (r * kSumStride + sb * 4 + line - 32) * 16
                                : smem + kD8At + (sb * 16 + r) * 16;
         };
-        auto poll_line = [&](int p) {  // line p into shared memory once it is current
-            uint4 line = ld_ll(src_of(p));
+        int p0 = p_begin;
+        if (LLQ == 2 && p0 < p_end) {  // LLQ 2: the first line polled alone before the rest is asked for
+            uint4 line = ld_ll(src_of(p0));
             for (long long polls = 0; !ll_current(line, epoch); ++polls) {
                 if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
                 __nanosleep(64);
-                line = ld_ll(src_of(p));
+                line = ld_ll(src_of(p0));
             }
-            *reinterpret_cast<uint4*>(dst_of(p)) = line;
-        };
-        int p_copy = p_begin;
-        if (LLQ == 2 && p_begin < p_end) poll_line(p_copy++);  // LLQ 2: the first line polled before the rest is copied
-        for (int p = p_copy; p < p_end; ++p) mmq::cp_async16(dst_of(p), src_of(p));
-        mmq::cp_async_commit();
-        for (bool stale = true; stale;) {
-            mmq::cp_async_wait<0>();  // (the ring's first slots too, which trip 0 needs anyway)
-            int first = p_end;
-            for (int p = p_begin; p < p_end && first == p_end; ++p)
-                if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) first = p;
-            if (first < p_end) {
-                poll_line(first);
-                for (int p = first + 1; p < p_end; ++p)
-                    if (!ll_current(*reinterpret_cast<const uint4*>(dst_of(p)), epoch)) mmq::cp_async16(dst_of(p), src_of(p));
-                mmq::cp_async_commit();
-            }
-            stale = __syncthreads_or(first < p_end);
+            *reinterpret_cast<uint4*>(dst_of(p0++)) = line;
         }
+        uint32_t pending = p_end - p0 >= 32 ? 0xffffffffu : (1u << (p_end - p0)) - 1;  // kLLPerThread <= 32
+        uint4 v[kLLPerThread];
+        for (long long round = 0; pending; ++round) {  // a round trip a round for every stale line at once
+            if (round > (1LL << 22)) __trap();
+            if (round) __nanosleep(64);
+#pragma unroll
+            for (int i = 0; i < kLLPerThread; ++i)
+                if (pending >> i & 1) v[i] = ld_ll(src_of(p0 + i));
+#pragma unroll
+            for (int i = 0; i < kLLPerThread; ++i) {
+                if ((pending >> i & 1) && ll_current(v[i], epoch)) {
+                    *reinterpret_cast<uint4*>(dst_of(p0 + i)) = v[i];
+                    pending &= ~(1u << i);
+                }
+            }
+        }
+        mmq::cp_async_wait<0>();  // the ring's first slots (the loop's waits count only the slots after them)
+        __syncthreads();
         TRACE_MARK(1);
     }
 #elif SPLITCOUNT  // the first super-block now, one group; the rest in the loop's second trip
