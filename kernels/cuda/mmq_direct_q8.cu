@@ -223,7 +223,7 @@ constexpr int kXStride = LLQ ? XSHARED * 512 + 16 : XSHARED * 256 + 64;
 // [XSHARED][4 t] uint2, each token row padded by 4 (lanes g read 8 rows: 2-way, not 8-way, bank conflicts); d8 [XSHARED]
 // [16] f32
 constexpr bool kSumsShared = CLUSTERQ || SMEMSUMS;
-// (LLQ: the same arrays with each uint2 of sums and each f32 scale an LL line of 16 bytes, as copied)
+// (LLQ: the same arrays with each uint2 of sums and each f32 scale an LL line of 16 bytes, as loaded)
 constexpr int kSumStride = XSHARED * 4 + 4;
 constexpr int kSumBytes = LLQ ? 16 : 8, kScaleBytes = LLQ ? 16 : 4;
 constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * kSumBytes + XSHARED * 16 * kScaleBytes : 0;
@@ -474,8 +474,9 @@ __device__ __forceinline__ void quantize_unit_ll(const float* __restrict__ x, ui
 }
 #endif
 
-// LLQ: a staged line's 16 bytes in one load: with only its data words used, the compiler would split a plain uint4 load into
-// two 32-bit ones (not volatile: the loop's loads stay free to be scheduled, after the staging's barrier they depend on)
+// LLQ: a staged line's 16 bytes in one load: with only its data words used, ptxas splits a plain uint4 load into two
+// 32-bit ones, but not a PTX ld.volatile (the asm statement itself is not volatile: the compiler still schedules the
+// loop's loads freely, all after the staging's barrier, which they depend on)
 __device__ __forceinline__ uint4 lds_line(const void* p) {
     uint4 v;
     asm("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(mmq::smem_addr(p)));
