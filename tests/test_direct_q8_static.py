@@ -767,8 +767,8 @@ def test_llq_stores_lines_with_no_count_fence_or_add_and_loads_them_all_at_once(
     """LLQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): the count's sequentially consistent
     fence (MEMBAR) and add (ATOM) gone (range 0's zeroed-tile flag keeps its own), the units' lines stored by strong
     16-byte stores at GPU scope, a thread's 10 lines (16 rows x 8 super-blocks x 37 lines over 512 threads) asked for by
-    10 strong 16-byte loads unrolled (all in flight at once, as many again after each stale round: weak cp.async copies
-    read stale lines, run 128) and no cp.async of the activations, each B fragment two whole 16-byte shared loads and
+    10 strong 16-byte loads unrolled (all in flight at once; weak cp.async copies read stale lines, run 128), a stale
+    line polled alone between rounds and no cp.async of the activations, each B fragment two whole 16-byte shared loads and
     each sums uint2 one (10 more LDS.128 a super-block: ptxas would narrow a plain vector load whose epochs go unread),
     no spill, and the shared memory the launcher asks for grown by the lines' second halves."""
     base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
@@ -785,23 +785,11 @@ def test_llq_stores_lines_with_no_count_fence_or_add_and_loads_them_all_at_once(
     assert flagged.count("MEMBAR") == counted.count("MEMBAR") - 1  # the count's fence (range 0's flag keeps its own)
     assert flagged.count("ATOM") == counted.count("ATOM") - 1
     assert flagged.count("STG.E.128.STRONG.GPU") == 3 and "STG.E.128.STRONG" not in counted  # data, sums, scale
-    assert flagged.count("LDG.E.128.STRONG.GPU") == 10 and "LDG.E.128.STRONG" not in counted
+    assert flagged.count("LDG.E.128.STRONG.GPU") >= 10 and "LDG.E.128.STRONG" not in counted
+    assert "NANOSLEEP 0x80" in flagged  # the poll of one stale line between rounds
     staged = counted.count("LDGSTS") - flagged.count("LDGSTS")  # the activations' and the sums' copies, gone
     assert staged > 0 and flagged.count("LDGSTS") > 0  # (the weight ring's stay)
     assert flagged.count("LDS.128") == counted.count("LDS.128") + 10
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
     assert mmq_direct_q8.smem_bytes({**base, "LLQ": 1}, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == \
         16 * 8 * 256 - 16 * (64 - 16) + 16 * 36 * 8 + 8 * 16 * 12  # rows twice as wide, sums and scales a line each
-
-
-def test_llq_2_polls_each_thread_s_first_line_before_it_asks_for_the_rest():
-    """LLQ 2 polls its first line alone (a strong load, NANOSLEEP between) before the others' loads: two strong loads
-    and one NANOSLEEP more than LLQ 1, and nothing else stored or counted differently."""
-    base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
-            "SMEMSUMS": 1}
-    one, two = (nvcc.sass_functions(mmq_direct_q8.FAMILY.compile_only({**base, "LLQ": llq}, "q4_K").sass)
-                ["mmq_direct_q8_gemm"] for llq in (1, 2))
-    assert two.count("LDG.E.128.STRONG.GPU") == one.count("LDG.E.128.STRONG.GPU") + 2
-    assert two.count("NANOSLEEP") == one.count("NANOSLEEP") + 1
-    for op in ("STG.E.128.STRONG", "MEMBAR", "ATOM", "LDS.128"):
-        assert two.count(op) == one.count(op), op

@@ -122,8 +122,10 @@
                // strong loads (the loop reads the data words of each line), again for those whose epochs are not yet
                // this launch's. The load is the poll: of the count's chain (store, fence, add, count seen, copy:
                // ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the load are
-               // left. Twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first line
-               // before it asks for the rest (a CTA with no unit to quantize would ask as it resumes)
+               // left. Twice the activations' bytes in L2 and in shared memory. 1: a thread asks for all its lines at
+               // once, then, while some are stale, polls one stale line alone and asks for the stale ones again once
+               // it is current; 2: it polls its first line so before asking for any (a CTA with no unit to quantize
+               // would ask as it resumes, long before the lines are stored)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -956,8 +958,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     mmq::cp_async_commit();
     mmq::cp_async_commit();
 #elif LLQ  // the range's lines, each thread a run of them (a unit's 37 lines to one or two threads), loaded by strong
-    // loads, all of them in flight at once, again and again for those whose epochs are stale (run 128: weak copies,
-    // cp.async, of lines another SM had just stored kept reading the old ones for 10-25 us)
+    // loads, all of them in flight at once, again for those whose epochs are stale once a stale one is current (run 128:
+    // weak copies, cp.async, of lines another SM had just stored kept reading the old ones for 10-25 us)
     {
         const uint8_t* ll = reinterpret_cast<const uint8_t*>(Q8);
         const int lines = rows * nrange * kLLLines, per = (lines + kThreads - 1) / kThreads;
@@ -973,21 +975,20 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                    : line < 36 ? smem + kSumsAt + (r * kSumStride + sb * 4 + line - 32) * 16
                                : smem + kD8At + (sb * 16 + r) * 16;
         };
-        int p0 = p_begin;
-        if (LLQ == 2 && p0 < p_end) {  // LLQ 2: the first line polled alone before the rest is asked for
-            uint4 line = ld_ll(src_of(p0));
-            for (long long polls = 0; !ll_current(line, epoch); ++polls) {
-                if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
-                __nanosleep(64);
-                line = ld_ll(src_of(p0));
-            }
-            *reinterpret_cast<uint4*>(dst_of(p0++)) = line;
-        }
+        const int p0 = p_begin;
         uint32_t pending = p_end - p0 >= 32 ? 0xffffffffu : (1u << (p_end - p0)) - 1;  // kLLPerThread <= 32
         uint4 v[kLLPerThread];
-        for (long long round = 0; pending; ++round) {  // a round trip a round for every stale line at once
-            if (round > (1LL << 22)) __trap();
-            if (round) __nanosleep(64);
+        for (int round = 0; pending; ++round) {
+            // after a round that found stale lines (LLQ 2: before the first too), one line alone is polled until it is
+            // current, and only then are all the stale ones asked for again (run 129: every stale line asked for each
+            // round, 10 MB of strong loads a round from the grid, slowed the stores they waited for to ~7 us)
+            if (round > 0 || LLQ == 2) {
+                const uint8_t* first = src_of(p0 + __ffs(pending) - 1);
+                for (long long polls = 0; !ll_current(ld_ll(first), epoch); ++polls) {
+                    if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
+                    __nanosleep(128);
+                }
+            }
 #pragma unroll
             for (int i = 0; i < kLLPerThread; ++i)
                 if (pending >> i & 1) v[i] = ld_ll(src_of(p0 + i));
