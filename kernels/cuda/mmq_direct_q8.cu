@@ -822,6 +822,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
 #endif
         }
+        // LLQ: each thread's fence pushes its own lines out (run 129: unfenced, they were seen ~7 us after they were
+        // stored, where a fence returns in ~1 us); no barrier, no add
+        if constexpr (LLQ) __threadfence();
         if constexpr (!LLQ) __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them)
         if (!LLQ && threadIdx.x == 0 && mine) {  // and the CTA's one add, after the barrier: a release cumulative over them
             if constexpr (RELADD) {
