@@ -17,7 +17,8 @@ consistent fence (RELADD), has each CTA quantize its range's first super-blocks 
 super-block apart from the rest (SPLITCOUNT), copies only its ring's first slots before the count's chain and the
 rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel before has ended (L2LATE),
 stages the range by bulk copies (XBULK), makes the K ranges started first longer than the ones started last (SKEW)
-and stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ).
+and stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
+and not promoted, runs 128-131).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever

@@ -93,14 +93,14 @@ Parameters (compile time unless said):
   LLQ         1, 2 (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
               unit is stored as NCCL's LL lines (16 bytes, {data, epoch, data, epoch}: each 8-byte half stored and
               loaded whole, so a half carrying the launch's epoch carries its data), 37 a unit (its 64 int8 words, its
-              4 lanes' sums, its scale; LL_UNIT_BYTES), with no fence and no add; each CTA copies its range's lines
-              into shared memory by strong loads (a thread's lines all in flight at once, at most 32; again for the
-              stale ones, a round trip a round: weak cp.async copies read stale lines for 10-25 us, run 128). The loop
-              reads the lines' data words.
-              The copy is the poll: of the count's chain (store, fence, add, count seen, copy: ~4.5 us of L2 round
-              trips under the weight stream on both cards, runs 116-121) only the store and the copy are left, for
-              twice the activations' bytes in L2 and in shared memory. 2: each thread polls its first line before it
-              asks for the rest (a CTA with no unit to quantize asks as it resumes, long before the lines are stored)
+              4 lanes' sums, its scale; LL_UNIT_BYTES), each storing thread fencing its own, with no barrier and no
+              add; each CTA loads its range's lines into shared memory by strong loads (a thread's lines all in flight
+              at once, at most 32, ll_lines_per_thread) and, while some are stale, polls one stale line alone and then
+              asks for the stale ones again. The loop reads the lines' data words (twice the activations' bytes in L2
+              and shared memory; at 8 warps the 19 lines a thread spill, so the T=16 form has 16 warps). 2: the thread
+              polls so before its first loads too. Measured and not promoted (runs 128-131, H100: 1.3-1.4x slower at
+              T=16; the range is staged 3-4 us after the last producer's fence returned, where the count's copy lands
+              ~1 us after its count is seen)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind

@@ -763,14 +763,14 @@ def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early,
 
 
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
-def test_llq_stores_lines_with_no_count_fence_or_add_and_loads_them_all_at_once(qtype):
-    """LLQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): the count's add (ATOM) gone, its
-    fence after a CTA barrier now each storing thread's own (as many MEMBARs; run 129: unfenced lines were seen late), the units' lines stored by strong
-    16-byte stores at GPU scope, a thread's 10 lines (16 rows x 8 super-blocks x 37 lines over 512 threads) asked for by
-    10 strong 16-byte loads unrolled (all in flight at once; weak cp.async copies read stale lines, run 128), a stale
-    line polled alone between rounds and no cp.async of the activations, each B fragment two whole 16-byte shared loads and
-    each sums uint2 one (10 more LDS.128 a super-block: ptxas would narrow a plain vector load whose epochs go unread),
-    no spill, and the shared memory the launcher asks for grown by the lines' second halves."""
+def test_llq_stores_fenced_lines_with_no_count_and_loads_them_all_at_once(qtype):
+    """LLQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): the count's add (ATOM) gone and its
+    fence, after a CTA barrier, now each storing thread's own (as many MEMBARs); the units' lines stored by strong
+    16-byte stores at GPU scope; a thread's 10 lines (16 rows x 8 super-blocks x 37 lines over 512 threads) asked for
+    by strong 16-byte loads, all in flight at once, not by cp.async copies; a stale line polled alone between rounds
+    (NANOSLEEP); each B fragment two whole 16-byte shared loads and each sums uint2 one (10 more LDS.128 a
+    super-block: ptxas would narrow a plain vector load whose epochs go unread); no spill; and the shared memory the
+    launcher asks for grown by the lines' second halves."""
     base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
             "SMEMSUMS": 1}
 

@@ -118,14 +118,16 @@
                  // the first super-block, an L2 hit's round trip queued behind copies that wait on DRAM)
 #ifndef LLQ  // 1, 2 (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
 #define LLQ 0  // unit is stored as NCCL's LL lines, 16 bytes {data, epoch, data, epoch} (37 a unit: its 64 int8 words, its 4
-#endif         // lanes' sums, its scale), with no fence and no add; a CTA loads its range's lines into shared memory by
-               // strong loads (the loop reads the data words of each line), again for those whose epochs are not yet
-               // this launch's. The load is the poll: of the count's chain (store, fence, add, count seen, copy:
-               // ~4.5 us of L2 round trips under the weight stream, runs 116-121) only the store and the load are
-               // left. Twice the activations' bytes in L2 and in shared memory. 1: a thread asks for all its lines at
-               // once, then, while some are stale, polls one stale line alone and asks for the stale ones again once
-               // it is current; 2: it polls its first line so before asking for any (a CTA with no unit to quantize
-               // would ask as it resumes, long before the lines are stored)
+#endif         // lanes' sums, its scale), each storing thread fencing its own, with no barrier and no add; a CTA loads
+               // its range's lines into shared memory by strong loads (the loop reads the data words of each line),
+               // again for those whose epochs are not yet this launch's. The load is the poll: of the count's chain
+               // (store, fence, add, count seen, copy: ~4.5 us of L2 round trips under the weight stream, runs
+               // 116-121) only the store, the fence and the load are left. Twice the activations' bytes in L2 and in
+               // shared memory. 1: a thread asks for all its lines at once, then, while some are stale, polls one
+               // stale line alone and asks for the stale ones again once it is current; 2: it polls its first line so
+               // before asking for any (a CTA with no unit to quantize would ask as it resumes). Measured and not
+               // promoted (runs 128-131, H100: 1.3-1.4x slower at T=16; the range is staged 3-4 us after the last
+               // fence returns, where the count's copy lands ~1 us after the count is seen)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -822,8 +824,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             quantize_unit(X, reinterpret_cast<uint32_t*>(Q8), D8, reinterpret_cast<__half*>(S), unit_of(u), lane, nsb);
 #endif
         }
-        // LLQ: each thread's fence pushes its own lines out (run 129: unfenced, they were seen ~7 us after they were
-        // stored, where a fence returns in ~1 us); no barrier, no add
+        // LLQ: each thread fences its own lines (runs 129-130: unfenced, the range was staged ~7 us after the stores;
+        // run 131: fenced, still 3-4 us after the last fence returned); no barrier, no add
         if constexpr (LLQ) __threadfence();
         if constexpr (!LLQ) __syncthreads();  // every thread's stores, then thread 0's fence (cumulative over them)
         if (!LLQ && threadIdx.x == 0 && mine) {  // and the CTA's one add, after the barrier: a release cumulative over them
@@ -962,7 +964,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     mmq::cp_async_commit();
 #elif LLQ  // the range's lines, each thread a run of them (a unit's 37 lines to one or two threads), loaded by strong
     // loads, all of them in flight at once, again for those whose epochs are stale once a stale one is current (run 128:
-    // weak copies, cp.async, of lines another SM had just stored kept reading the old ones for 10-25 us)
+    // staged by cp.async copies and strong polls, the range took 10-25 us after the stores)
     {
         const uint8_t* ll = reinterpret_cast<const uint8_t*>(Q8);
         const int lines = rows * nrange * kLLLines, per = (lines + kThreads - 1) / kThreads;
@@ -983,8 +985,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         uint4 v[kLLPerThread];
         for (int round = 0; pending; ++round) {
             // after a round that found stale lines (LLQ 2: before the first too), one line alone is polled until it is
-            // current, and only then are all the stale ones asked for again (run 129: every stale line asked for each
-            // round, 10 MB of strong loads a round from the grid, slowed the stores they waited for to ~7 us)
+            // current, and only then are all the stale ones asked for again (not every stale line every round: 10 MB
+            // of strong loads a round from the grid; runs 129-130 measured both at ~7 us)
             if (round > 0 || LLQ == 2) {
                 const uint8_t* first = src_of(p0 + __ffs(pending) - 1);
                 for (long long polls = 0; !ll_current(ld_ll(first), epoch); ++polls) {
