@@ -696,6 +696,14 @@ def test_xbulk_stages_the_range_by_three_bulk_copies_in_place_of_its_cp_async_pi
     assert staged3 - staged2 == bulk3 - bulk2 > 0  # a ring slot's pieces, XBULK or not
 
 
+def compiled_gemm(params: dict, qtype: str) -> tuple[str, dict]:
+    """The GEMM's SASS and its resource summary (with the dynamic shared memory the launcher asks for)."""
+    compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
+    summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
+        "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
+    return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"], summary
+
+
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_splitcount_waits_and_adds_twice_and_stages_the_rest_in_the_loop(qtype):
     """SPLITCOUNT: a second count's wait (its polls sleep: NANOSLEEP), a second add (ATOM) after the one fence
@@ -703,14 +711,8 @@ def test_splitcount_waits_and_adds_twice_and_stages_the_rest_in_the_loop(qtype):
     in the registers two CTAs an SM leave."""
     base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}
 
-    def gemm(params):
-        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
-        summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
-            "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
-        return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"], summary
-
-    one, _ = gemm(base)
-    two, summary = gemm({**base, "SPLITCOUNT": 1})
+    one, _ = compiled_gemm(base, qtype)
+    two, summary = compiled_gemm({**base, "SPLITCOUNT": 1}, qtype)
     for op, more in (("NANOSLEEP", 1), ("ATOM", 1), ("BAR.SYNC", 1)):
         assert two.count(op) == one.count(op) + more, op
     assert two.count("MEMBAR") == one.count("MEMBAR") and two.count("LDGSTS") > one.count("LDGSTS")
@@ -751,11 +753,8 @@ def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early,
     compiles without spills in the registers two CTAs an SM leave."""
     params = {"RING": ring, "XSHARED": 8, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
               "EARLYSLOTS": 0 if early == ring - 1 else early, "SPLITCOUNT": int(splitcount)}
-    compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
-    summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
-        "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
+    gemm, summary = compiled_gemm(params, qtype)
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
-    gemm = nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"]
     found = {int(n, 16) for n in re.findall(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", gemm)}
     tight = _tight_waits(ring, early, splitcount)
     assert all(ring - 1 <= w for w in tight[2:]) and tight[-1] == ring - 1
@@ -774,14 +773,8 @@ def test_llq_stores_fenced_lines_with_no_count_and_loads_them_all_at_once(qtype)
     base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1,
             "SMEMSUMS": 1}
 
-    def gemm(params):
-        compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
-        summary = compiled.summary(["mmq_direct_q8_gemm"], dynamic_smem_bytes={
-            "mmq_direct_q8_gemm": mmq_direct_q8.smem_bytes(params, qtype)})["kernels"]["mmq_direct_q8_gemm"]
-        return nvcc.sass_functions(compiled.sass)["mmq_direct_q8_gemm"], summary
-
-    counted, _ = gemm(base)
-    flagged, summary = gemm({**base, "LLQ": 1})
+    counted, _ = compiled_gemm(base, qtype)
+    flagged, summary = compiled_gemm({**base, "LLQ": 1}, qtype)
     assert flagged.count("MEMBAR") == counted.count("MEMBAR")  # every thread's own fence for the count's one
     assert flagged.count("ATOM") == counted.count("ATOM") - 1
     assert flagged.count("STG.E.128.STRONG.GPU") == 3 and "STG.E.128.STRONG" not in counted  # data, sums, scale
