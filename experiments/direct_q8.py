@@ -54,7 +54,7 @@ LEVER = Lever(
         "XBULK": [0, 1],  # 1 (GRIDQ 2, SMEMSUMS): the range's activations staged by bulk copies, not cp.async pieces
         "SKEW": [0, 1, 2, 3],  # n (GRIDQ 2): the K ranges started first n super-blocks longer, the last n shorter
         "LLQ": [0, 1, 2],  # 1, 2 (GRIDQ 2, SMEMSUMS): the activations as LL lines carrying the epoch, no count (2: a
-        # thread polls its first line before copying the rest)
+        # thread polls its first line before asking for the rest)
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

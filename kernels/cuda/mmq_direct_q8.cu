@@ -490,12 +490,10 @@ __device__ __forceinline__ uint4 lds_line(const void* p) {
 // The staged sums and scales as the loop reads them: a uint2 / float2 (from global or shared memory), or (LLQ) the data
 // words of LL lines in shared memory
 __device__ __forceinline__ uint2 staged_sums(const uint2* p) { return load_pass_output(p); }
-#if LLQ
-__device__ __forceinline__ uint2 staged_sums(const uint4* p) {
+__device__ __forceinline__ uint2 staged_sums(const uint4* p) {  // (LLQ: the sums' line, its data words)
     const uint4 v = lds_line(p);
     return make_uint2(v.x, v.z);
 }
-#endif
 __device__ __forceinline__ float2 staged_scales(const float* p) {
     return load_pass_output(reinterpret_cast<const float2*>(p));
 }
