@@ -404,6 +404,16 @@ __device__ __forceinline__ void split_sum(int bsum, __half& hi, __half& lo) {
     lo = __float2half_rn(static_cast<float>(bsum) - __half2float(hi));
 }
 
+// Lane 8t's B fragment of the min mma for its unit, (hi_2t, hi_2t+1) and (lo_2t, lo_2t+1) as two words, the odd
+// 32-block's halves from the quad 4 lanes up (every lane takes part in the shuffle; lanes 8t use the result)
+__device__ __forceinline__ uint2 sum_pairs(int bsum) {
+    __half hi, lo;
+    split_sum(bsum, hi, lo);
+    const uint32_t mine = __half_as_ushort(hi) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
+    const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
+    return make_uint2(__byte_perm(mine, odd, 0x5410), __byte_perm(mine, odd, 0x7632));
+}
+
 // One unit (256 values of a token), quantized by a warp, stored as its 64 staged words, its scale and its 8 sums' 16
 // halves, wherever they go: the pass's global buffers, or (LOCALQ) the CTA's staged rows and SMEMSUMS's arrays
 __device__ __forceinline__ void store_unit(const Q8Lanes& q, uint32_t* words, float* scale, __half* sums_unit, int lane) {
@@ -458,7 +468,7 @@ __device__ __forceinline__ bool ll_current(uint4 line, uint32_t epoch) { return 
 
 // One (token, super-block) `unit` quantized by a warp into its LL lines. Line L holds staged words 2L, 2L + 1, which are
 // old words w and w + 4 for w = 16 (L >> 3) + 8 (L & 1) + ((L >> 1) & 3) (staged_word's inverse), old word w being lane
-// w / 2's packed[w % 2]; the sums paired as CLUSTERQ's (lane 8t: t's hi and lo pairs, the odd 32-block's from 4 lanes up)
+// w / 2's packed[w % 2]; the sums as sum_pairs gives them to lane 8t
 __device__ __forceinline__ void quantize_unit_ll(const float* __restrict__ x, uint8_t* ll, long long unit, int lane,
                                                  uint32_t epoch) {
     const Q8Lanes q = quantize_lanes(x + unit * 256, lane);
@@ -468,12 +478,8 @@ __device__ __forceinline__ void quantize_unit_ll(const float* __restrict__ x, ui
     const uint32_t b0 = __shfl_sync(0xffffffffu, q.packed[0], from + 2);
     const uint32_t b1 = __shfl_sync(0xffffffffu, q.packed[1], from + 2);
     st_ll(lines + 16 * lane, w & 1 ? a1 : a0, w & 1 ? b1 : b0, epoch);
-    __half hi, lo;
-    split_sum(q.bsum, hi, lo);
-    const uint32_t mine = __half_as_ushort(hi) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
-    const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
-    if ((lane & 7) == 0)
-        st_ll(lines + 16 * (32 + (lane >> 3)), __byte_perm(mine, odd, 0x5410), __byte_perm(mine, odd, 0x7632), epoch);
+    const uint2 pairs = sum_pairs(q.bsum);
+    if ((lane & 7) == 0) st_ll(lines + 16 * (32 + (lane >> 3)), pairs.x, pairs.y, epoch);
     if (lane == 0) st_ll(lines + 16 * 36, __float_as_uint(q.scale), __float_as_uint(q.scale), epoch);
 }
 #endif
@@ -586,13 +592,7 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
             const int r = u / nrange, s = u % nrange;
             const Q8Lanes q = quantize_values(v[i]);
             const uint32_t words = kXsAt + r * kXStride + s * 256, row_sums = kSumsAt + (r * kSumStride + s * 4) * 8;
-            // the sums as lane t = lane / 8 of the min mma reads them: (hi_2t, hi_2t+1) and (lo_2t, lo_2t+1), the odd
-            // 32-block's pair from the quad 4 lanes up
-            __half hi, lo;
-            split_sum(q.bsum, hi, lo);
-            const uint32_t mine = __half_as_ushort(hi) | static_cast<uint32_t>(__half_as_ushort(lo)) << 16;
-            const uint32_t odd = __shfl_down_sync(0xffffffffu, mine, 4);
-            const uint32_t hi_pair = __byte_perm(mine, odd, 0x5410), lo_pair = __byte_perm(mine, odd, 0x7632);
+            const uint2 pairs = sum_pairs(q.bsum);  // the sums as lane t = lane / 8 of the min mma reads them
 #pragma unroll
             for (int c = 0; c < CLUSTERQ; ++c) {
 #pragma unroll
@@ -600,7 +600,7 @@ __device__ __forceinline__ void quantize_into_cluster(const float* __restrict__ 
                     mmq::st_async_u32(member[c] + words + 4 * staged_word(2 * lane + e), q.packed[e], bar[c]);
                 if (lane == 0)
                     mmq::st_async_u32(member[c] + kD8At + (s * 16 + r) * 4, __float_as_uint(q.scale), bar[c]);
-                if ((lane & 7) == 0) mmq::st_async_v2_u32(member[c] + row_sums + (lane >> 3) * 8, hi_pair, lo_pair, bar[c]);
+                if ((lane & 7) == 0) mmq::st_async_v2_u32(member[c] + row_sums + (lane >> 3) * 8, pairs.x, pairs.y, bar[c]);
             }
         }
     }
@@ -978,15 +978,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                    : line < 36 ? smem + kSumsAt + (r * kSumStride + sb * 4 + line - 32) * 16
                                : smem + kD8At + (sb * 16 + r) * 16;
         };
-        const int p0 = p_begin;
-        uint32_t pending = p_end - p0 >= 32 ? 0xffffffffu : (1u << (p_end - p0)) - 1;  // kLLPerThread <= 32
+        uint32_t pending = p_end - p_begin >= 32 ? 0xffffffffu : (1u << (p_end - p_begin)) - 1;  // kLLPerThread <= 32
         uint4 v[kLLPerThread];
         for (int round = 0; pending; ++round) {
             // after a round that found stale lines (LLQ 2: before the first too), one line alone is polled until it is
             // current, and only then are all the stale ones asked for again (not every stale line every round: 10 MB
             // of strong loads a round from the grid; runs 129-130 measured both at ~7 us)
             if (round > 0 || LLQ == 2) {
-                const uint8_t* first = src_of(p0 + __ffs(pending) - 1);
+                const uint8_t* first = src_of(p_begin + __ffs(pending) - 1);
                 for (long long polls = 0; !ll_current(ld_ll(first), epoch); ++polls) {
                     if (polls > (1LL << 22)) __trap();  // seconds without the line: an error, not a hang
                     __nanosleep(128);
@@ -994,11 +993,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
 #pragma unroll
             for (int i = 0; i < kLLPerThread; ++i)
-                if (pending >> i & 1) v[i] = ld_ll(src_of(p0 + i));
+                if (pending >> i & 1) v[i] = ld_ll(src_of(p_begin + i));
 #pragma unroll
             for (int i = 0; i < kLLPerThread; ++i) {
                 if ((pending >> i & 1) && ll_current(v[i], epoch)) {
-                    *reinterpret_cast<uint4*>(dst_of(p0 + i)) = v[i];
+                    *reinterpret_cast<uint4*>(dst_of(p_begin + i)) = v[i];
                     pending &= ~(1u << i);
                 }
             }
