@@ -17,8 +17,9 @@ consistent fence (RELADD), has each CTA quantize its range's first super-blocks 
 super-block apart from the rest (SPLITCOUNT), copies only its ring's first slots before the count's chain and the
 rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel before has ended (L2LATE),
 stages the range by bulk copies (XBULK), makes the K ranges started first longer than the ones started last (SKEW)
-and stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
-and not promoted, runs 128-131).
+stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
+and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
+nothing shared and no count (SELFQ, how many super-blocks of f32 slots).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -55,6 +56,7 @@ LEVER = Lever(
         "SKEW": [0, 1, 2, 3],  # n (GRIDQ 2): the K ranges started first n super-blocks longer, the last n shorter
         "LLQ": [0, 1, 2],  # 1, 2 (GRIDQ 2, SMEMSUMS): the activations as LL lines carrying the epoch, no count (2: a
         # thread polls its first line before asking for the rest)
+        "SELFQ": [0, 1, 2, 4, 6, 7],  # n (GRIDQ 2, SMEMSUMS): each CTA quantizes its own range, n slots of f32 rows
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

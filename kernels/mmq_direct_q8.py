@@ -101,6 +101,16 @@ Parameters (compile time unless said):
               polls so before its first loads too. Measured and not promoted (runs 128-131, H100: 1.3-1.4x slower at
               T=16; the range is staged 3-4 us after the last producer's fence returned, where the count's copy lands
               ~1 us after its count is seen)
+  SELFQ       n = 1..XSHARED (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, LLQ, RELADD, POLLACQ,
+              QFIRST, L2LATE, PROBE 0): no count, no activations in global memory. Each CTA quantizes its own K range
+              for its 16 tokens: the f32 rows come by bulk copies (a token row and super-block each, issued by warp 0)
+              into n slots of 16 KB in shared memory, each landing on its own mbarrier; in trip s the warps quantize
+              super-block s + 1 (a token row a warp) while the trip's weights are in flight, and one CTA barrier a
+              trip hands it over and frees its slot for super-block s + 1 + n. Every CTA of a range reads its x (16 KB
+              a super-block, 4x the int8 bytes: 14.7 MB from L2 at q4_K 4096x14336 T=16 with 16 warps), but the
+              first super-block waits for one copy, not for the count's chain (store, fence, add, count seen, copy:
+              ~4.5 us of L2 round trips under the weight stream, runs 116-121). With XPF the range's rows are asked of
+              L2 before the wait for the kernel before, row r by the range's CTA r mod gridDim.x
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -149,16 +159,20 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT",
-                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "PROBE", "TRACE")
+                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
 LL_LINES = 37  # LLQ: a unit's 16-byte lines, 32 of int8 words, 4 of sums, 1 of its scale
 LL_UNIT_BYTES = 16 * LL_LINES
 LL_ROW_PAD = 16  # LLQ: a staged token row's padding (rows 16 bytes apart modulo 128: no bank conflicts)
+X_SLOT_BYTES = TOKEN_TILE * 256 * 4  # SELFQ: a slot of f32 activations, a super-block of the 16-token tile
+# SELFQ excludes the count's options (it has no count) and every other way of staging the activations
+SELFQ_EXCLUDES = ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "LLQ", "RELADD", "POLLACQ", "QFIRST", "L2LATE",
+                  "PROBE")
 # on/off options of GRIDQ 2's count and staging: what each does, as an invalid configuration is told
 GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its count's add",
                    "SMEMSUMS": "the range's scales and sums staged in shared memory",
@@ -184,14 +198,17 @@ def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
     sum_bytes, scale_bytes = (16, 16) if p["LLQ"] else (8, 4)
     sums = TOKEN_TILE * (p["XSHARED"] * 4 + 4) * sum_bytes + p["XSHARED"] * TOKEN_TILE * scale_bytes if shared_sums else 0
     row_pad = LL_ROW_PAD if p["LLQ"] else X_ROW_PAD
-    return p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 * ll + row_pad) + sums
+    return (p["RING"] * p["WARPS"] * slot_bytes + TOKEN_TILE * (p["XSHARED"] * 256 * ll + row_pad) + sums
+            + p["SELFQ"] * X_SLOT_BYTES)
 
 
 def static_smem_bytes(params: dict) -> int:
-    """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each), and CLUSTERQ's
-    or XBULK's one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot)."""
+    """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each), CLUSTERQ's
+    or XBULK's one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot), and SELFQ's one per
+    slot of f32 activations (8 bytes each, rounded up to 16)."""
     p = full_params(params)
-    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] or p["XBULK"] else 0)
+    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] or p["XBULK"] else 0) \
+        + -(-8 * p["SELFQ"] // 16) * 16
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -262,6 +279,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
     if p["LLQ"] and ll_lines_per_thread(p) > 32:
         return (f"LLQ={p['LLQ']}: {ll_lines_per_thread(p)} lines a thread (16 rows x XSHARED={p['XSHARED']} super-blocks "
                 f"x {LL_LINES} over {32 * p['WARPS']} threads); at most 32: more warps or fewer staged super-blocks")
+    if p["SELFQ"] not in range(p["XSHARED"] + 1) or (p["SELFQ"] and (
+            p["GRIDQ"] != 2 or not p["SMEMSUMS"] or any(p[k] for k in SELFQ_EXCLUDES))):
+        return (f"SELFQ={p['SELFQ']}: 0, or 1..XSHARED ({p['XSHARED']}) slots with GRIDQ 2, SMEMSUMS 1 and "
+                f"{', '.join(SELFQ_EXCLUDES)} 0 (each CTA quantizes its own range: no count)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
@@ -343,6 +364,7 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.cluster_q = variant.params.get("CLUSTERQ", 0)
         self.pass_threads = variant.params.get("PASSTHREADS", DEFAULTS["PASSTHREADS"])
         self.llq = bool(variant.params.get("LLQ", 0))
+        self.selfq = bool(variant.params.get("SELFQ", 0))
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         if self.cluster_q:  # whole clusters along the row tiles
@@ -410,6 +432,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
         if self.llq:  # the units' LL lines in place of q8 (d8 and sums unused): zero, an epoch no launch has
             return [d.to_device(np.zeros(T * nsb * LL_UNIT_BYTES, np.uint8)), d.empty((1,), np.float32),
                     d.empty((1,), np.float16)]
+        if self.selfq:  # each CTA quantizes into its own shared memory: no activations in global memory
+            return [d.empty((1,), np.int8), d.empty((1,), np.float32), d.empty((1,), np.float16)]
         return [d.empty((T, K), np.int8), d.empty((t_pad * nsb,), np.float32), d.empty((T * nsb * 16,), np.float16)]
 
     def extra_args(self) -> tuple:

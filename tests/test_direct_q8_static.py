@@ -162,6 +162,12 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
       for other in ("LOCALQ", "SPLITCOUNT", "XBULK", "BULK", "RELADD", "POLLACQ")],
     ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "RING": 3, "EARLYSLOTS": 1}, "LLQ=1"),
     ({"LLQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "WARPS": 4, "XSHARED": 7}, "33 lines a thread"),
+    ({"SELFQ": 1}, "SELFQ=1"), ({"SELFQ": 1, "GRIDQ": 2, "PDL": 2}, "SELFQ=1"),
+    ({"SELFQ": 9, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "SELFQ=9"),  # more slots than the range's super-blocks
+    *[({"SELFQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "SELFQ=1")
+      for other in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "LLQ", "RELADD", "POLLACQ", "QFIRST", "PROBE")],
+    ({"SELFQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "L2AHEAD": 1, "L2LATE": 1}, "SELFQ=1"),
+    ({"SELFQ": 8, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "WARPS": 16, "MIN_BLOCKS": 1, "RING": 2}, "shared memory"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -205,7 +211,10 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
                                      "XPF": 1, "SMEMSUMS": 1, "LLQ": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
-                                    {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LLQ": 1}])
+                                    {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LLQ": 1},
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
+                                     "XPF": 1, "SMEMSUMS": 1, "SELFQ": 6},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -219,7 +228,7 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
     assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
-    assert ("UBLKCP" in sass) == bool(params.get("BULK") or params.get("XBULK"))
+    assert ("UBLKCP" in sass) == bool(params.get("BULK") or params.get("XBULK") or params.get("SELFQ"))
     # cp.async: the weights' pieces (BULK 0) and the staged activations (all but CLUSTERQ, which quantizes them itself,
     # and XBULK, whose copy engine stages them)
     assert ("LDGSTS" in sass) == (not params.get("BULK") or not (params.get("CLUSTERQ") or params.get("XBULK")))
@@ -786,3 +795,26 @@ def test_llq_stores_fenced_lines_with_no_count_and_loads_them_all_at_once(qtype)
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
     assert mmq_direct_q8.smem_bytes({**base, "LLQ": 1}, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == \
         16 * 8 * 256 - 16 * (64 - 16) + 16 * 36 * 8 + 8 * 16 * 12  # rows twice as wide, sums and scales a line each
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_selfq_has_no_count_and_quantizes_bulk_copied_rows_in_the_loop(qtype):
+    """SELFQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): no count's add (one ATOM fewer)
+    and no poll of it (no NANOSLEEP); no staging of shared activations (fewer cp.async pieces, the weight ring's stay);
+    the f32 rows by bulk copies (UBLKCP) on mbarriers (SYNCS), the loop's among them (a slot refilled);
+    a CTA barrier in the loop (the hand-over of the super-block quantized a trip ahead); the range's rows asked of L2
+    (XPF) before griddepcontrol.wait; no spill; and the shared memory grown by exactly the f32 slots."""
+    base = {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1}
+    selfq = {**base, "SELFQ": 4}
+
+    counted, _ = compiled_gemm(base, qtype)
+    own, summary = compiled_gemm(selfq, qtype)
+    assert own.count("ATOM") == counted.count("ATOM") - 1
+    assert "NANOSLEEP" in counted and "NANOSLEEP" not in own
+    assert 0 < own.count("LDGSTS") < counted.count("LDGSTS") and "UBLKCP" not in counted
+    before, after = nvcc.sass_main_loop(mmq_direct_q8.FAMILY.compile_only(selfq, qtype).sass, "mmq_direct_q8_gemm")
+    loop = before + after
+    assert loop["UBLKCP"] >= 1 and loop["BAR"] >= 1 and own.count("UBLKCP") >= 2
+    assert "SYNCS" in own and own.split("ACQBULK")[0].count("UBLKPF") == 1
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+    assert mmq_direct_q8.smem_bytes(selfq, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == 4 * 16 * 256 * 4

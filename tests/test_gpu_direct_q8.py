@@ -82,6 +82,13 @@ CONFIGS = [
     {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "LLQ": 2},
     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
      "LLQ": 2},
+    # each CTA quantizes its own range (SELFQ): the T=16 form (16 warps, a token row a warp, 6 slots of f32 for up to 8
+    # super-blocks: refilled past 6); short ranges with one slot, refilled every trip; 8 warps, two rows a warp, two
+    # slots; 4 warps, four rows a warp, three slots for ranges of up to 5
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SELFQ": 6},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 1},
+    {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SELFQ": 2},
+    {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 3},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -91,7 +98,9 @@ TRACED = [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTRIG": 1, "PASSTHREADS": 64},
           {"RING": 2, "SBMAJOR": 1, "PDL": 2, "PASSTHREADS": 64, "PASSFLAG": 1},  # the GEMM waits on counters
           {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2},  # no pass: the GEMM's CTAs quantize
           {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
-           "LLQ": 1}]  # and no count
+           "LLQ": 1},  # and no count
+          {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
+           "SELFQ": 6}]  # nothing shared: each CTA quantizes its own range
 PRECOMPILE = {"mmq_direct_q8": [{k: v for k, v in c.items() if k != "SPLITK"} for c in CONFIGS]
               + [{**c, "TRACE": 1} for c in TRACED]}
 
@@ -152,7 +161,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (36, "q5_K"), (37, "q4_K"), (38, "q4_K"),
                                         (38, "q5_K"), (39, "q4_K"), (40, "q5_K"), (41, "q4_K"),
                                         (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K"), (53, "q4_K"),
-                                        (54, "q5_K"), (55, "q4_K"), (56, "q5_K")])
+                                        (54, "q5_K"), (55, "q4_K"), (56, "q5_K"), (57, "q4_K"), (57, "q5_K"),
+                                        (58, "q4_K"), (59, "q5_K"), (60, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -180,7 +190,7 @@ def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     from kernels import mmq_direct_q8
 
     ranges = np.diff(mmq_direct_q8.range_starts(K // 256, gy, params))  # LOCALQ: each CTA quantizes the first ones itself
-    if params["LLQ"]:  # no count: the lines carry the epoch, and the counters stay zero
+    if params["LLQ"] or params["SELFQ"]:  # no count (LLQ: the lines carry the epoch; SELFQ: nothing shared)
         return np.zeros(gz * len(ranges), np.int64)
     if params["SPLITCOUNT"]:  # two counts a range: its first super-block's units, the rest's
         return np.array([min(16, T - 16 * z) * part for z in range(gz) for n in ranges for part in (1, n - 1)])
@@ -202,7 +212,8 @@ def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
         try:
             counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
             per_launch = expected_counts(params, bound.grid, T, K)
-            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"]  # (LOCALQ: few super-blocks all local)
+            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"] or params["SELFQ"]  # (LOCALQ: few
+            # super-blocks, all local)
             for launch in range(1, 4):
                 bound.run()
                 gpu_device.synchronize()
@@ -244,7 +255,8 @@ def test_trace_records_every_cta_of_every_call_in_dependency_order(gpu_device, c
         resumed = records[records.kernel == 1].groupby("launch")["resumed"].min().to_numpy()
         assert (resumed[1:] >= ends[:-1]).all() and (records["resumed"] > 0).all()
         published = records[records["published"] > 0]  # the CTAs that quantized: after resuming, before the count
-        assert len(published) and (published["resumed"] <= published["published"]).all()
+        assert len(published) or params.get("SELFQ")  # (SELFQ: no CTA quantizes for another)
+        assert (published["resumed"] <= published["published"]).all()
         assert (published["published"] <= published["waited"]).all() and (records["resumed"] <= records["waited"]).all()
         return
     ev = call_trace.events(records)

@@ -128,6 +128,15 @@
                // before asking for any (a CTA with no unit to quantize would ask as it resumes). Measured and not
                // promoted (runs 128-131, H100: 1.3-1.4x slower at T=16; the range is staged 3-4 us after the last
                // fence returns, where the count's copy lands ~1 us after the count is seen)
+#ifndef SELFQ  // n = 1..XSHARED (GRIDQ 2, SMEMSUMS; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, LLQ, RELADD, POLLACQ,
+#define SELFQ 0  // QFIRST, L2LATE, PROBE 0): no count and no global round trip for the activations. Each CTA quantizes its
+#endif           // own range for its 16 tokens: the f32 rows come by bulk copies (one a token row and super-block, warp 0
+                 // issuing) into n slots of 16 KB (a super-block of 16 tokens), each landing on its own mbarrier; the
+                 // warps quantize super-block s + 1 (a token row a warp) into the staged rows, sums and scales while
+                 // super-block s's weights are in flight, and one barrier a trip hands it over and frees its slot for
+                 // super-block s + 1 + n. Every CTA of a range reads the range's x (16 KB a super-block) where the count's
+                 // form reads 4: more L2 bytes, but no chain (store, fence, add, count seen, copy: ~4.5 us of round
+                 // trips under the weight stream, runs 116-121) before the first super-block
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -194,6 +203,10 @@
                                    RELADD || POLLACQ))
 #error "mmq_direct_q8.cu: LLQ 0..2, 1..2 with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0"
 #endif
+#if SELFQ < 0 || SELFQ > XSHARED || (SELFQ && (GRIDQ != 2 || !SMEMSUMS || LOCALQ || SPLITCOUNT || EARLYSLOTS || \
+                                             XBULK || BULK || LLQ || RELADD || POLLACQ || QFIRST || L2LATE || PROBE))
+#error "mmq_direct_q8.cu: SELFQ 0..XSHARED, 1.. with GRIDQ 2, SMEMSUMS 1 and LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, LLQ, RELADD, POLLACQ, QFIRST, L2LATE, PROBE 0"
+#endif
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
 #endif
@@ -234,7 +247,9 @@ constexpr int kSumsBytes = kSumsShared ? 16 * kSumStride * kSumBytes + XSHARED *
 // byte offsets in shared memory: the warps' rings, the staged token rows, then (kSumsShared) the sums and the scales
 constexpr int kXsAt = RING * WARPS * kSlotBytes, kSumsAt = kXsAt + 16 * kXStride;
 constexpr int kD8At = kSumsAt + 16 * kSumStride * kSumBytes;
-constexpr int kSmemBytes = kSumsAt + kSumsBytes;
+// SELFQ: after them, its slots of the range's f32 activations, [SELFQ][16 tokens][256]
+constexpr int kXfSlotBytes = 16 * 256 * 4, kXfAt = kSumsAt + kSumsBytes;
+constexpr int kSmemBytes = kXfAt + SELFQ * kXfSlotBytes;
 
 // The first super-block of K range y of `ranges` (range y ends where y + 1 begins); SKEW moves super-blocks from the
 // ranges started last to the ones started first, as many as XSHARED allows and at most a quarter of an even range
@@ -697,6 +712,42 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // (GRIDQ 2's barriers order it for all)
     }
 #endif
+#if SELFQ
+    __shared__ uint64_t x_slot[SELFQ];  // SELFQ: slot i's f32 activations have landed (one phase a fill)
+    if (warp == 0) {  // warp 0 issues the copies; the other warps wait on the slots only after a CTA barrier
+        if (lane < SELFQ) mmq::mbar_init(&x_slot[lane], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncwarp();
+    }
+    // super-block j of the range, its 16 token rows (a token past T copies the last token's), into slot j % SELFQ
+    auto issue_x = [&](int j) {
+        if (warp == 0 && j < nrange) {
+            uint64_t* bar = &x_slot[j % SELFQ];
+            if (lane == 0) mmq::mbar_arrive_expect_tx(bar, kXfSlotBytes);
+            __syncwarp();
+            if (lane < 16) {
+                // the warps' reads of the slot's last contents (before a CTA barrier) come before the engine's writes
+                mmqwg::fence_proxy_async();
+                mmq::bulk_copy_g2s(smem + kXfAt + (j % SELFQ) * kXfSlotBytes + lane * 1024,
+                                   X + static_cast<long long>(min(tok0 + lane, T - 1)) * K + (sb_begin + j) * 256, 1024,
+                                   bar);
+            }
+        }
+    };
+    // super-block j's 16 token rows quantized, a row a warp, into the staged rows, sums and scales (LOCALQ's layout)
+    auto quantize_x = [&](int j) {
+        if (j >= nrange) return;
+        mmq::mbar_wait(&x_slot[j % SELFQ], (j / SELFQ) & 1);
+        const float* xf = reinterpret_cast<const float*>(smem + kXfAt + (j % SELFQ) * kXfSlotBytes);
+        for (int r = warp; r < 16; r += WARPS) {
+            float v[8];
+            mmq::load8(xf + r * 256 + 8 * lane, v);
+            uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * j;
+            store_unit(quantize_values(v), reinterpret_cast<uint32_t*>(xs + r * kXStride + j * 256),
+                       reinterpret_cast<float*>(smem + kD8At) + j * 16 + r, reinterpret_cast<__half*>(sums_unit), lane);
+        }
+    };
+#endif
 #if BULK
     __shared__ uint64_t full[WARPS][RING];  // slot i of warp w has landed (one phase per fill)
     if (lane < RING) mmq::mbar_init(&full[warp][lane], 1);
@@ -745,12 +796,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // units stored, so a CTA that quantized none adds nothing and none waits for it (run 108: counting CTAs made
     // 14336x4096's ranges wait for 112 CTAs, 96 of them with no unit)
     // (LOCALQ: the units of the range's super-blocks past its first local_sbs, which each CTA quantizes itself)
-    const int local_sbs = LOCALQ > 0 ? min(LOCALQ, nrange) : 0, shared_sbs = nrange - local_sbs;
+    // (SELFQ: none, each CTA quantizes its whole range itself)
+    const int local_sbs = LOCALQ > 0 ? min(LOCALQ, nrange) : 0, shared_sbs = SELFQ ? 0 : nrange - local_sbs;
     const int range_units = rows * shared_sbs, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
     auto mine_below = [&](int n) {  // how many of this CTA's units are numbered below n
         return static_cast<unsigned>(n / stride * WARPS + min(WARPS, max(0, n % stride - first_unit)));
     };
-    const unsigned mine = mine_below(range_units);
+    const unsigned mine = SELFQ ? 0u : mine_below(range_units);  // (SELFQ: no count to add to)
     const bool ring_first = !(QFIRST && mine);
     // SPLITCOUNT: two counts a range, its first super-block's units (numbered first) and the rest's
     unsigned* range_count = SPLITCOUNT ? counters + 2 * (blockIdx.z * gridDim.y + blockIdx.y)
@@ -783,7 +835,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         auto local_unit = [&](int lu) {
             return static_cast<long long>(tok0 + lu / local_sbs) * nsb + sb_begin + lu % local_sbs;
         };
-        if constexpr (XPF) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
+        if constexpr (XPF && !SELFQ) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
             for (int u = first_unit + warp; u < range_units && lane == 0; u += stride)
                 mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
             if constexpr (LOCALQ > 0) {
@@ -791,8 +843,18 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                     mmq::bulk_prefetch_l2(X + local_unit(lu) * 256, 1024);
             }
         }
+#if SELFQ
+        if constexpr (XPF) {  // the range's rows asked of L2, shared by its CTAs: row r by the one r mod gridDim.x
+            if (warp == 0 && lane < rows && lane % gridDim.x == blockIdx.x)
+                mmq::bulk_prefetch_l2(X + static_cast<long long>(tok0 + lane) * K + sb_begin * 256, nrange * 1024);
+        }
+#endif
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
         TRACE_MARK(4);
+#if SELFQ
+#pragma unroll
+        for (int j = 0; j < SELFQ; ++j) issue_x(j);
+#endif
         if (L2LATE && ring_first) ask_l2_first();
         constexpr int kLocalPerWarp = (16 * LOCALQ + WARPS - 1) / WARPS;
         float lv[kLocalPerWarp > 0 ? kLocalPerWarp : 1][8];  // LOCALQ: this warp's local units' x, loaded with its first
@@ -857,7 +919,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
-        if constexpr (LOCALQ == 0 && !LLQ) {  // its units are stored (SPLITCOUNT: its first super-block's)
+        if constexpr (LOCALQ == 0 && !LLQ && !SELFQ) {  // its units are stored (SPLITCOUNT: its first super-block's)
             wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units));
             TRACE_MARK(1);
         }
@@ -1006,6 +1068,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         __syncthreads();
         TRACE_MARK(1);
     }
+#elif SELFQ  // the first super-block quantized now, each later one a trip ahead in the loop; no activation groups
+    quantize_x(0);
+    __syncthreads();
+    issue_x(SELFQ);  // into the slot just read
+    TRACE_MARK(1);
 #elif SPLITCOUNT  // the first super-block now, one group; the rest in the loop's second trip
     stage_sums(0, 1);
     stage(0, 1);
@@ -1037,6 +1104,12 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     const uint8_t* xrow[2] = {xs + g * kXStride + (LLQ ? 32 : 16) * t, xs + (g + 8) * kXStride + (LLQ ? 32 : 16) * t};
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
         __syncwarp();  // every lane has read the slot refilled now (the one multiplied last)
+#if SELFQ
+        if (s > 0) {  // super-block s, quantized in the trip before, is staged for every warp, and its f32 slot is free
+            __syncthreads();
+            issue_x(s + SELFQ);
+        }
+#endif
 #if LOCALQ
         if (s == local_sbs) {  // the first super-block the range's CTAs quantized between them
             wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(range_units));
@@ -1050,6 +1123,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
         ask_l2(s + RING - 1 + L2AHEAD);
+#if SELFQ
+        quantize_x(s + 1);  // while this trip's weights are in flight
+#endif
 #if XBULK
         if (s == 0) mmq::mbar_wait(&x_full, 0);  // the range's activations, sums and scales
 #endif
@@ -1086,7 +1162,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 mmq::cp_async_wait<RING - 1>();
                 __syncwarp();
             }
-        } else if constexpr (LLQ) {  // the range's lines have all landed: only slots pend, the RING - 1 newest
+        } else if constexpr (LLQ || SELFQ) {  // the range's activations are in shared memory already (LLQ: its lines;
+            // SELFQ: super-block s, quantized): only slots pend, the RING - 1 newest
             mmq::cp_async_wait<RING - 1>();
             __syncwarp();
         } else {
