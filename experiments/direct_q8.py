@@ -19,7 +19,7 @@ rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel b
 stages the range by bulk copies (XBULK), makes the K ranges started first longer than the ones started last (SKEW)
 stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
 and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
-nothing shared and no count (SELFQ, how many super-blocks of f32 slots).
+nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever

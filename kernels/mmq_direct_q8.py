@@ -110,7 +110,10 @@ Parameters (compile time unless said):
               a super-block, 4x the int8 bytes: 14.7 MB from L2 at q4_K 4096x14336 T=16 with 16 warps), but the
               first super-block waits for one copy, not for the count's chain (store, fence, add, count seen, copy:
               ~4.5 us of L2 round trips under the weight stream, runs 116-121). With XPF the range's rows are asked of
-              L2 before the wait for the kernel before, row r by the range's CTA r mod gridDim.x
+              L2 before the wait for the kernel before, row r by the range's CTA r mod gridDim.x. Measured and not
+              promoted (run 133, H100: 1.4-1.7x slower at T=16; a super-block's rows took 4-5 us to copy, more than
+              the count's whole chain, and the stream 15-17 us against 9: the x bytes every CTA reads, on the same
+              lines as the range's other CTAs)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind

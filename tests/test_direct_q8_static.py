@@ -165,7 +165,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"SELFQ": 1}, "SELFQ=1"), ({"SELFQ": 1, "GRIDQ": 2, "PDL": 2}, "SELFQ=1"),
     ({"SELFQ": 9, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "SELFQ=9"),  # more slots than the range's super-blocks
     *[({"SELFQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "SELFQ=1")
-      for other in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "LLQ", "RELADD", "POLLACQ", "QFIRST", "PROBE")],
+      for other in ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "LLQ", "RELADD", "POLLACQ", "QFIRST",
+                    "PROBE")],
     ({"SELFQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "L2AHEAD": 1, "L2LATE": 1}, "SELFQ=1"),
     ({"SELFQ": 8, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "WARPS": 16, "MIN_BLOCKS": 1, "RING": 2}, "shared memory"),
 ])

@@ -136,7 +136,8 @@
                  // super-block s's weights are in flight, and one barrier a trip hands it over and frees its slot for
                  // super-block s + 1 + n. Every CTA of a range reads the range's x (16 KB a super-block) where the count's
                  // form reads 4: more L2 bytes, but no chain (store, fence, add, count seen, copy: ~4.5 us of round
-                 // trips under the weight stream, runs 116-121) before the first super-block
+                 // trips under the weight stream, runs 116-121) before the first super-block. Measured and not
+                 // promoted (run 133, H100: 1.4-1.7x slower at T=16: the rows' copies, not the chain, set its time)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
