@@ -445,6 +445,14 @@ __device__ __forceinline__ void store_unit(const Q8Lanes& q, uint32_t* words, fl
     }
 }
 
+// (LOCALQ, SELFQ) token row r's super-block sb of the CTA's range, quantized by the CTA itself, into its staged row,
+// scale and sums in shared memory (SMEMSUMS's layout, which the loop reads)
+__device__ __forceinline__ void store_staged_unit(const Q8Lanes& q, uint8_t* smem, int r, int sb, int lane) {
+    uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * sb;
+    store_unit(q, reinterpret_cast<uint32_t*>(smem + kXsAt + r * kXStride + sb * 256),
+               reinterpret_cast<float*>(smem + kD8At) + sb * 16 + r, reinterpret_cast<__half*>(sums_unit), lane);
+}
+
 __device__ __forceinline__ void quantize_unit_into(const float* __restrict__ x_unit, uint32_t* words, float* scale,
                                                    __half* sums_unit, int lane) {
     store_unit(quantize_lanes(x_unit, lane), words, scale, sums_unit, lane);
@@ -735,7 +743,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
         }
     };
-    // super-block j's 16 token rows quantized, a row a warp, into the staged rows, sums and scales (LOCALQ's layout)
+    // super-block j's 16 token rows quantized, a row a warp, into the staged rows, sums and scales
     auto quantize_x = [&](int j) {
         if (j >= nrange) return;
         mmq::mbar_wait(&x_slot[j % SELFQ], (j / SELFQ) & 1);
@@ -743,9 +751,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         for (int r = warp; r < 16; r += WARPS) {
             float v[8];
             mmq::load8(xf + r * 256 + 8 * lane, v);
-            uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * j;
-            store_unit(quantize_values(v), reinterpret_cast<uint32_t*>(xs + r * kXStride + j * 256),
-                       reinterpret_cast<float*>(smem + kD8At) + j * 16 + r, reinterpret_cast<__half*>(sums_unit), lane);
+            store_staged_unit(quantize_values(v), smem, r, j, lane);
         }
     };
 #endif
@@ -910,10 +916,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             for (int i = 0; i < kLocalPerWarp; ++i) {
                 const int lu = warp + i * WARPS, r = lu / local_sbs, sb = lu % local_sbs;
                 if (lu >= rows * local_sbs) break;  // warp-uniform
-                uint2* sums_unit = reinterpret_cast<uint2*>(smem + kSumsAt) + r * kSumStride + 4 * sb;
-                store_unit(quantize_values(lv[i]), reinterpret_cast<uint32_t*>(xs + r * kXStride + sb * 256),
-                           reinterpret_cast<float*>(smem + kD8At) + sb * 16 + r, reinterpret_cast<__half*>(sums_unit),
-                           lane);
+                store_staged_unit(quantize_values(lv[i]), smem, r, sb, lane);
             }
             __syncthreads();  // (before the loop reads them)
         }
