@@ -10,7 +10,9 @@ bench times them.
 
 A variant is the `direct_q8` champion of the (type, T) regime (its defaults where there is none) with the JSON on top.
 Per variant: a table of each call's phases in us (the median CTA's wait and ready, the last CTA's end; calls after the
-first), trace_<name>.csv (every CTA's record) and trace_<name>.png (three calls' CTAs on one time axis) under --out.
+first), the same times for the GEMM's CTAs in eighths by start (trace_<name>_by_start.csv: whether part of the grid sets
+the call's end), trace_<name>.csv (every CTA's record) and trace_<name>.png (three calls' CTAs on one time axis) under
+--out.
 """
 from __future__ import annotations
 
@@ -78,6 +80,21 @@ def phases(records: pd.DataFrame) -> pd.DataFrame:
         if a in ev and b in ev:
             out[name] = (ev[b] - ev[a]) / 1e3
     return out.iloc[1:]
+
+
+def by_start(records: pd.DataFrame, groups: int = 8) -> pd.DataFrame:
+    """The GEMM's CTAs in `groups` equal parts by the order they started in (a record's `cta`; blockIdx order puts the
+    K ranges there one after the other), each part's median CTA's start, wait, ready and end in us from the GEMM
+    before's end, the median over the calls after the first: whether the call ends late because some part of the grid
+    does (run 116's H200 trace: the second half readied and ended ~1.3-1.8 us after the first)."""
+    gemm = records[records["kernel"] == 1]
+    before_end = gemm.groupby("launch")["end"].max().shift(1)
+    ctas = gemm.groupby("launch")["cta"].transform("size")
+    part = gemm["cta"] * groups // ctas
+    times = ["start", "waited", "ready", "end"]
+    rel = gemm[times].sub(gemm["launch"].map(before_end), axis=0) / 1e3
+    per_call = rel.assign(launch=gemm["launch"], part=part).dropna().groupby(["launch", "part"]).median()
+    return per_call.groupby("part").median()
 
 
 def resolution_ns(records: pd.DataFrame) -> int:
@@ -228,6 +245,10 @@ def main() -> int:
         print(f"\n{name}: {json.dumps(params, sort_keys=True)}  ({len(records)} CTAs, timer step "
               f"{resolution_ns(records)} ns; {us:.2f} us per call by CUDA events)")
         print(table.round(2).to_string())
+        parts = by_start(records)
+        parts.to_csv(out / f"trace_{name}_by_start.csv")
+        print(f"the GEMM's CTAs in eighths by start, median CTA, us from the GEMM before's end:\n"
+              f"{parts.round(2).T.to_string()}")
         plot(records, out / f"trace_{name}.png", f"{args.type} {args.shape} T={args.T}: {name}")
     table = pd.DataFrame(summary).T
     table.to_csv(out / "trace_summary.csv")

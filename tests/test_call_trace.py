@@ -71,6 +71,22 @@ def test_a_gemm_alone_has_only_the_gemm_s_phases():
     assert table["call"].tolist() == pytest.approx([10.0, 10.0])
 
 
+def test_the_gemm_s_ctas_by_start_order_show_which_part_of_the_grid_ends_late():
+    """Four CTAs a call in two halves by start: the second half waits 0.5 us, is ready 1 us and ends 2 us after the
+    first; times from the call before's last GEMM end (its last CTA, e), medians over the calls after the first."""
+    rows = []
+    for call in range(3):
+        e = 100_000 + 20_000 * call
+        for cta in range(4):
+            late = cta >= 2
+            rows.append(record(1, cta, call, cta, e - 1000 + 500 * late, e + 3000 + 500 * late, e + 4000 + 1000 * late,
+                               e + 18_000 + 2000 * late - 100 * (cta % 2)))
+    parts = call_trace.by_start(call_trace.unpack(np.array(rows, np.uint64)), groups=2)
+    assert list(parts.index) == [0, 1] and list(parts.columns) == ["start", "waited", "ready", "end"]
+    assert parts.loc[0].tolist() == pytest.approx([-1.0, 3.0, 4.0, 17.95])
+    assert parts.loc[1].tolist() == pytest.approx([-0.5, 3.5, 5.0, 19.95])
+
+
 def test_the_timer_step_is_the_smallest_gap_between_recorded_times():
     assert call_trace.resolution_ns(call_trace.unpack(synthetic())) == 50
 
