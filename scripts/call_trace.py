@@ -86,7 +86,7 @@ def by_start(records: pd.DataFrame, groups: int = 8) -> pd.DataFrame:
     """The GEMM's CTAs in `groups` equal parts by the order they started in (a record's `cta`; blockIdx order puts the
     K ranges there one after the other), each part's median CTA's start, wait, ready and end in us from the GEMM
     before's end, the median over the calls after the first: whether the call ends late because some part of the grid
-    does (run 116's H200 trace: the second half readied and ended ~1.3-1.8 us after the first)."""
+    does (run 116's H200 trace: the second half was ready 1.0-1.3 us and ended ~1.7 us after the first)."""
     gemm = records[records["kernel"] == 1]
     before_end = gemm.groupby("launch")["end"].max().shift(1)
     ctas = gemm.groupby("launch")["cta"].transform("size")
