@@ -842,20 +842,19 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         auto local_unit = [&](int lu) {
             return static_cast<long long>(tok0 + lu / local_sbs) * nsb + sb_begin + lu % local_sbs;
         };
-        if constexpr (XPF && !SELFQ) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
-            for (int u = first_unit + warp; u < range_units && lane == 0; u += stride)
-                mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
-            if constexpr (LOCALQ > 0) {
-                for (int lu = warp; lu < rows * local_sbs && lane == 0; lu += WARPS)
-                    mmq::bulk_prefetch_l2(X + local_unit(lu) * 256, 1024);
+        if constexpr (XPF) {  // asked of L2 before the wait: a hint, made current by the kernel before's writes
+            if constexpr (SELFQ) {  // the range's rows, shared by its CTAs: row r by the one r mod gridDim.x
+                if (warp == 0 && lane < rows && lane % gridDim.x == blockIdx.x)
+                    mmq::bulk_prefetch_l2(X + static_cast<long long>(tok0 + lane) * K + sb_begin * 256, nrange * 1024);
+            } else {  // this warp's units (LOCALQ: and its local ones)
+                for (int u = first_unit + warp; u < range_units && lane == 0; u += stride)
+                    mmq::bulk_prefetch_l2(X + unit_of(u) * 256, 1024);
+                if constexpr (LOCALQ > 0) {
+                    for (int lu = warp; lu < rows * local_sbs && lane == 0; lu += WARPS)
+                        mmq::bulk_prefetch_l2(X + local_unit(lu) * 256, 1024);
+                }
             }
         }
-#if SELFQ
-        if constexpr (XPF) {  // the range's rows asked of L2, shared by its CTAs: row r by the one r mod gridDim.x
-            if (warp == 0 && lane < rows && lane % gridDim.x == blockIdx.x)
-                mmq::bulk_prefetch_l2(X + static_cast<long long>(tok0 + lane) * K + sb_begin * 256, nrange * 1024);
-        }
-#endif
         asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel before has written x and is done with C
         TRACE_MARK(4);
 #if SELFQ
