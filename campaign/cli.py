@@ -45,7 +45,8 @@ def _options(args):
                    tracking_uri=getattr(args, "tracking_uri", None) or os.environ.get("MLFLOW_TRACKING_URI"),
                    experiment=getattr(args, "experiment", None) or "mmq-campaign",
                    reps=getattr(args, "reps", 20), seed=getattr(args, "seed", None),
-                   ceilings_file=getattr(args, "ceilings", None), per_card=getattr(args, "per_card", False))
+                   ceilings_file=getattr(args, "ceilings", None), per_card=getattr(args, "per_card", False),
+                   per_shape=getattr(args, "per_shape", False))
 
 
 # ------------------------------------------------------------------ commands
@@ -110,6 +111,8 @@ def cmd_run(args) -> int:
 
     for params in args.enqueue or []:  # all checked before the study is opened or anything queued
         session_mod.complete_candidate(experiments.get(args.lever), params)
+    if args.per_shape and args.promote:  # refused now, not after the trials: a shape's record needs one shape
+        _one_shape(args.suite or experiments.get(args.lever).suite)
     session = session_mod.start(args.lever, _options(args), study_name=args.study, suite=args.suite,
                                 types=_types(args.types) if args.types else None)
     for params in args.enqueue or []:
@@ -124,6 +127,16 @@ def cmd_run(args) -> int:
         return EXIT_GATE_FAILED
     args.ref = f"{session.name}/{best.number}"  # the same gates as `campaign promote`, re-run fresh
     return cmd_promote(args)
+
+
+def _one_shape(suite_name: str) -> None:
+    from campaign import workloads
+
+    shapes = sorted({(c.M, c.K) for c in workloads.get(suite_name).cases})
+    if len(shapes) != 1:
+        raise CampaignError(f"--per-shape promotes one shape's champion, but suite {suite_name} holds "
+                           f"{len(shapes)} shapes ({', '.join(f'{m}x{k}' for m, k in shapes)}): "
+                           f"study a suite of one shape (e.g. dense_tiny, the anchor at T=16)")
 
 
 def cmd_resume(args) -> int:
@@ -270,6 +283,9 @@ def _add_measuring(p) -> None:
     p.add_argument("--per-card", action="store_true",
                    help="measure against, and promote as, this card's own champions (key <qtype>/<arch>:<card>/...: "
                         "one arch is several cards, and the dispatcher prefers its card's records)")
+    p.add_argument("--per-shape", action="store_true",
+                   help="promote as the champion of the suite's one shape (key <qtype>/<arch>/<regime>/<M>x<K>): a "
+                        "variant tuned for one shape; the dispatcher takes it there only, before the regime's record")
 
 
 def _add_stores(p, experiment: bool = False) -> None:

@@ -38,6 +38,7 @@ class Options:
     seed: int | None = None  # the sampler's (TPE) seed
     ceilings_file: Path | None = None  # measured device ceilings (JSON), for roofline fractions
     per_card: bool = False  # judge against, and promote as, this card's own champions (champions.card_of)
+    per_shape: bool = False  # promote as the suite's one shape's champion (any lever; Lever.per_shape always does)
 
     @property
     def storage_url(self) -> str:

@@ -12,7 +12,9 @@ where its champion reads pass-tiled chunks or f32 rows -- the configuration `cam
 
 Per-shape levers (Lever.per_shape, e.g. adaptive_format) keep a champion per (M, K) shape as
 well: with the weight's shape, the dispatcher takes that shape's record, else the nearest
-promoted shape's (the origin says which). A composite champion (a family with `route`, e.g.
+promoted shape's (the origin says which). Any other lever may hold a shape's own record too
+(`campaign promote --per-shape`: a variant that won that shape alone); it serves that shape, and
+the lever's regime champion the others (the nearest shape's only where there is none). A composite champion (a family with `route`, e.g.
 kernels/mmq_adaptive.py) names the one kernel it runs at T, or declines (adaptive_format below
 its crossover T): the next lever in LEVERS then decides, so the int8 side of the crossover is
 whichever int8 champion exists.
@@ -32,20 +34,21 @@ _built: dict = {}
 
 
 def _champion(lever: str, qtype: str, arch: str, T: int, shape, path, card=None) -> tuple[str, dict, str] | None:
-    """(family, params, where from) of the lever's champion: shape-keyed first, then per regime.
+    """(family, params, where from) of the lever's champion: the shape's own record first, then per regime.
     The family is the record's own: a lever's family may have changed since it was promoted
     (adaptive_format's records of run 15 are plain mmq_f16 tiles, not the later composite)."""
+    import experiments
     from campaign import champions
 
-    if shape:
-        found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path, card=card)
-        if found:
-            champion_key, record = found
-            used = champions.key_shape(champion_key)
-            how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
-            return record["family"], dict(record["params"]), f"{how} {used[0]}x{used[1]}"
-    record = champions.lookup_record(lever, qtype, arch, T, path=path, card=card)
-    return (record["family"], dict(record["params"]), "regime") if record else None
+    found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path, card=card) if shape else None
+    used = champions.key_shape(found[0]) if found else None
+    regime_record = champions.lookup_record(lever, qtype, arch, T, path=path, card=card)
+    # another shape's record stands in only for a lever tuned per shape; one tuned per regime that won one shape
+    # apart (campaign promote --per-shape) runs its regime's champion at the other shapes
+    if found and (tuple(used) == tuple(shape) or experiments.get(lever).per_shape or regime_record is None):
+        how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
+        return found[1]["family"], dict(found[1]["params"]), f"{how} {used[0]}x{used[1]}"
+    return (regime_record["family"], dict(regime_record["params"]), "regime") if regime_record else None
 
 
 def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = None,

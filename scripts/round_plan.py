@@ -6,7 +6,7 @@
                                                         --extra file ({family: [params]})
 
 A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... --trials N --promote`
-(and `--per-card` where the entry says "per_card": true) with its N candidates enqueued (and Optuna's own samples
+(and `--per-card` / `--per-shape` where the entry says "per_card" / "per_shape": true) with its N candidates enqueued (and Optuna's own samples
 after them when the entry asks for more "trials"); the `bench` group is the full dense bench. GROUPs (default: all)
 select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
 parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
@@ -44,6 +44,8 @@ def steps(groups: list[str]) -> list[str]:
                 "--types", s["types"], "--trials", str(s.get("trials", len(s["enqueue"]))), "--promote"]
         if s.get("per_card"):  # judged against, and promoted as, the card's own champions (campaign run --per-card)
             out.append("--per-card")
+        if s.get("per_shape"):  # promoted as the suite's one shape's champion (campaign run --per-shape)
+            out.append("--per-shape")
         for params in s["enqueue"]:
             out += ["--enqueue", json.dumps(params, separators=(",", ":"))]
     if bench:

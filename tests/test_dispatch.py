@@ -294,3 +294,21 @@ def test_a_cards_own_champion_comes_first_on_that_card_and_nowhere_else(tmp_path
     assert champions.key_shape(key) == (4096, 14336)
     assert champions.lookup_shaped("adaptive_format", "q4_K", "sm_90", 1024, 4096, 14336, path)[1]["params"][
         "CROSSOVER_T"] == 256
+
+
+def test_a_per_regime_levers_shape_record_serves_its_shape_and_the_regime_record_the_others(tmp_path):
+    """direct_q8 (tuned per regime) with one shape's own record (campaign promote --per-shape): that shape runs it,
+    every other shape the regime's champion; with no regime record, the nearest shape's stands in."""
+    path = tmp_path / "champions.json"
+    regime_params, skewed = {"WARPS": 8, "RING": 2}, {"WARPS": 8, "RING": 2, "SKEW": 1}
+    champions.promote("direct_q8", champions.key("q4_K", "sm_90", "tiny", (4096, 14336)),
+                      {"lever": "direct_q8", "family": "mmq_direct_q8", "params": skewed}, path=path)
+    assert dispatch.choose("q4_K", "sm_90", 16, path, 14336, 4096) == (
+        "mmq_direct_q8", skewed, "champion of direct_q8 (nearest shape 4096x14336)")
+    _promote(path, "direct_q8", "mmq_direct_q8", "q4_K", "tiny", regime_params)
+    assert dispatch.choose("q4_K", "sm_90", 16, path, 4096, 14336) == (
+        "mmq_direct_q8", skewed, "champion of direct_q8 (shape 4096x14336)")
+    for other in [(14336, 4096), (4096, 4096), (4096, 11008)]:
+        assert dispatch.choose("q4_K", "sm_90", 16, path, *other) == (
+            "mmq_direct_q8", regime_params, "champion of direct_q8 (regime)")
+    assert dispatch.choose("q4_K", "sm_90", 16, path)[1] == regime_params  # no shape given: the regime's

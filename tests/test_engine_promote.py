@@ -177,3 +177,26 @@ def test_per_card_promotion_keys_the_champion_by_the_card_it_was_gated_on(root, 
     assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, path, card="another-card") is None
     code, out, _ = campaign("list")
     assert f"champion {key}: cpu_demo/0" in out
+
+
+def test_per_shape_promotion_keys_the_champion_by_the_suites_one_shape(root, capsys):
+    """`campaign promote --per-shape` of a lever tuned per regime: the record is the shape's own
+    (<qtype>/<arch>/<regime>/<M>x<K>) and the regime's key is left alone; `campaign run --per-shape --promote` on a
+    suite of several shapes is refused before any trial, with no study opened."""
+    from tests.conftest import Campaign
+
+    campaign = Campaign(root, None, None, capsys)
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_small", "--trials", "1", "--promote", "--per-shape",
+                                  f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 2 and "suite cpu_small holds 2 shapes (256x2048, 1024x512)" in err, err
+    assert not (root / "mlruns" / "optuna.db").exists() or not optuna.get_all_study_summaries(campaign.storage)
+
+    code, out, err = campaign.run("cpu_demo", "--suite", "cpu_tiny", "--trials", "1", f"--enqueue={json.dumps(FAST[0])}")
+    assert code == 0, err
+    code, out, err = campaign("promote", "cpu_demo/0", "--per-shape")
+    assert code == 0, err + out
+    key = champions.key("q4_K", "cpu", "tiny", (128, 512))
+    assert f"champion cpu_demo {key}: cpu_demo/0" in out
+    entries = json.loads((root / "champions.json").read_text())["levers"]["cpu_demo"]
+    assert list(entries) == [key] and entries[key]["shape"] == [128, 512]
+    assert champions.lookup("cpu_demo", "q4_K", "cpu", 16, root / "champions.json") is None

@@ -116,6 +116,22 @@ def test_a_per_card_entry_asks_its_study_to_promote_as_the_cards_own(tmp_path, m
     assert campaign_cli_accepts(round_plan.steps(["mine"]))
 
 
+def test_a_per_shape_entry_asks_its_study_to_promote_as_its_shapes_own(tmp_path, monkeypatch):
+    """"per_shape": true adds --per-shape to the study step (campaign run: promoted as the suite's one shape's)."""
+    base = {k: v for k, v in STUDIES[-1].items() if k not in ("per_card", "per_shape")}
+    plan = {"studies": [{**base, "group": "mine", "suite": "dense_tiny", "per_shape": True}, {**base, "group": "other"}],
+            "bench": []}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    monkeypatch.setattr(round_plan, "PLAN", path)
+    mine = round_plan.steps(["mine"])
+    assert mine.count("--per-shape") == 1 and "--per-shape" not in round_plan.steps(["other"])
+    from campaign import cli
+
+    args = cli.build_parser().parse_args(["run", *mine[1:]])
+    assert args.per_shape and args.promote and args.suite == "dense_tiny"
+
+
 def campaign_cli_accepts(steps: list[str]) -> bool:
     """`campaign run` parses the study step's arguments as device_run.sh passes them."""
     from campaign import cli
