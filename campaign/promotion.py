@@ -61,8 +61,8 @@ def promote(j: Judgement, opts) -> dict[str, dict]:
     # a composite (adaptive_format) is champion only where its own kernel runs: a group won
     # entirely below its crossover was won by the int8 stand-in, which the dispatcher never takes
     runs_own = (lambda w: route(ref.params, w.T) is not None) if route else None
-    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape or opts.per_shape, claims=runs_own,
-                                    card=j.card)
+    records = rule.champion_records(j.evaluation.perf, j.arch, base, per_shape=lever.per_shape or opts.per_shape,
+                                    claims=runs_own, card=j.card)
     if not records:
         raise PromotionRefused(f"not promoted: {ref.label()}: it won only where its own kernel does not run "
                                f"({j.verdict.numbers.get('wins', '')})")

@@ -14,10 +14,10 @@ Per-shape levers (Lever.per_shape, e.g. adaptive_format) keep a champion per (M,
 well: with the weight's shape, the dispatcher takes that shape's record, else the nearest
 promoted shape's (the origin says which). Any other lever may hold a shape's own record too
 (`campaign promote --per-shape`: a variant that won that shape alone); it serves that shape, and
-the lever's regime champion the others (the nearest shape's only where there is none). A composite champion (a family with `route`, e.g.
-kernels/mmq_adaptive.py) names the one kernel it runs at T, or declines (adaptive_format below
-its crossover T): the next lever in LEVERS then decides, so the int8 side of the crossover is
-whichever int8 champion exists.
+the lever's regime champion the others (the nearest shape's only where there is none). A
+composite champion (a family with `route`, e.g. kernels/mmq_adaptive.py) names the one kernel it
+runs at T, or declines (adaptive_format below its crossover T): the next lever in LEVERS then
+decides, so the int8 side of the crossover is whichever int8 champion exists.
 """
 from __future__ import annotations
 
@@ -41,14 +41,17 @@ def _champion(lever: str, qtype: str, arch: str, T: int, shape, path, card=None)
     from campaign import champions
 
     found = champions.lookup_shaped(lever, qtype, arch, T, *shape, path=path, card=card) if shape else None
-    used = champions.key_shape(found[0]) if found else None
-    regime_record = champions.lookup_record(lever, qtype, arch, T, path=path, card=card)
-    # another shape's record stands in only for a lever tuned per shape; one tuned per regime that won one shape
-    # apart (campaign promote --per-shape) runs its regime's champion at the other shapes
-    if found and (tuple(used) == tuple(shape) or experiments.get(lever).per_shape or regime_record is None):
-        how = "shape" if tuple(used) == tuple(shape) else "nearest shape"
-        return found[1]["family"], dict(found[1]["params"]), f"{how} {used[0]}x{used[1]}"
-    return (regime_record["family"], dict(regime_record["params"]), "regime") if regime_record else None
+    own_shape = found is not None and tuple(champions.key_shape(found[0])) == tuple(shape)
+    # another shape's record stands in only for a lever tuned per shape: one tuned per regime that won a shape apart
+    # (campaign promote --per-shape) runs its regime's champion at the other shapes, where it has one
+    if not (own_shape or (found and experiments.get(lever).per_shape)):
+        record = champions.lookup_record(lever, qtype, arch, T, path=path, card=card)
+        if record:
+            return record["family"], dict(record["params"]), "regime"
+    if found:
+        (m, k), record = champions.key_shape(found[0]), found[1]
+        return record["family"], dict(record["params"]), f"{'shape' if own_shape else 'nearest shape'} {m}x{k}"
+    return None
 
 
 def choose(qtype: str, arch: str, T: int, champions_path=None, M: int | None = None,

@@ -6,10 +6,10 @@
                                                         --extra file ({family: [params]})
 
 A study step is `study <lever> --study <lever>-<suite> --suite ... --types ... --trials N --promote`
-(and `--per-card` / `--per-shape` where the entry says "per_card" / "per_shape": true) with its N candidates enqueued (and Optuna's own samples
-after them when the entry asks for more "trials"); the `bench` group is the full dense bench. GROUPs (default: all)
-select studies by their "group" field, plus "bench". The precompile form adds each lever's fixed
-parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
+(and `--per-card` / `--per-shape` where the entry says "per_card" / "per_shape": true) with its N candidates
+enqueued (and Optuna's own samples after them when the entry asks for more "trials"); the `bench` group is the full
+dense bench. GROUPs (default: all) select studies by their "group" field, plus "bench". The precompile form adds each
+lever's fixed parameters and, for what a candidate leaves out, its defaults (as `campaign run --enqueue`
 does), so the compiled sources are the ones the trials build.
 """
 from __future__ import annotations
