@@ -210,8 +210,10 @@ def static_smem_bytes(params: dict) -> int:
     or XBULK's one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot), and SELFQ's one per
     slot of f32 activations (8 bytes each, rounded up to 16)."""
     p = full_params(params)
-    return (8 * p["WARPS"] * p["RING"] if p["BULK"] else 0) + (16 if p["CLUSTERQ"] or p["XBULK"] else 0) \
-        + -(-8 * p["SELFQ"] // 16) * 16
+    ring_barriers = 8 * p["WARPS"] * p["RING"] if p["BULK"] else 0
+    x_barrier = 16 if p["CLUSTERQ"] or p["XBULK"] else 0
+    selfq_barriers = 16 * -(-p["SELFQ"] // 2)  # two 8-byte mbarriers a 16-byte slot
+    return ring_barriers + x_barrier + selfq_barriers
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:

@@ -88,7 +88,7 @@ def by_start(records: pd.DataFrame, groups: int = 8) -> pd.DataFrame:
     before's end, the median over the calls after the first: whether the call ends late because some part of the grid
     does (run 116's H200 trace: the second half was ready 1.0-1.3 us and ended ~1.7 us after the first)."""
     gemm = records[records["kernel"] == 1]
-    before_end = gemm.groupby("launch")["end"].max().shift(1)
+    before_end = events(records)["prev_gemm.end"]
     ctas = gemm.groupby("launch")["cta"].transform("size")
     part = gemm["cta"] * groups // ctas
     times = ["start", "waited", "ready", "end"]

@@ -212,8 +212,8 @@ def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
         try:
             counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
             per_launch = expected_counts(params, bound.grid, T, K)
-            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"] or params["SELFQ"]  # (LOCALQ: few
-            # super-blocks, all local)
+            # (LOCALQ: few super-blocks, all local; LLQ, SELFQ: no count)
+            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"] or params["SELFQ"]
             for launch in range(1, 4):
                 bound.run()
                 gpu_device.synchronize()
