@@ -69,7 +69,8 @@ Parameters (compile time unless said):
               units (numbered super-block first: at T=16 two CTAs of 8 warps quantize them) and the rest's; a CTA
               stages the first super-block once its count is seen and the rest in the loop's second trip once the
               other count is (run 118: the range's one count waits for the last of its 14 quantizing CTAs, 0.8-1.8 us
-              after the median one)
+              after the median one). Measured and not promoted (runs 125-126, H100: within 1 %; run 136, H200: 3-11 %
+              slower at T=16)
   EARLYSLOTS  n = 1 .. RING - 2 (GRIDQ 2; LOCALQ, XBULK, BULK 0): only the ring's first n slots are copied before
               the count's chain (as the CTA starts, or after its add with QFIRST), the other RING - 1 - n right after
               the range's activations are staged (0: all RING - 1 before): a deep ring for the weight stream without
@@ -88,8 +89,9 @@ Parameters (compile time unless said):
   SKEW        n = 1..3 (GRIDQ 2): the K ranges started first (low blockIdx.y) take up to n super-blocks more and the
               last ones as many fewer, within XSHARED and a quarter of a range at most (range_starts): a call's CTAs
               start in blockIdx order as the call before's leave, and run 118's trace had the last-started end ~1.7
-              us after the first, the call lasting until its last CTA ends. Measured and not promoted (run 119: 5 %
-              slower; one super-block a CTA is twice the gap, so the order reverses)
+              us after the first, the call lasting until its last CTA ends. Measured and not promoted (run 119, H100:
+              5 % slower; one super-block a CTA is twice the gap, so the order reverses; run 136, H200: 8 % slower at
+              the anchor, the halves even but the stream bound by bytes, not by the last CTA)
   LLQ         1, 2 (GRIDQ 2, SMEMSUMS 1; LOCALQ, SPLITCOUNT, EARLYSLOTS, XBULK, BULK, RELADD, POLLACQ 0): no count. Each
               unit is stored as NCCL's LL lines (16 bytes, {data, epoch, data, epoch}: each 8-byte half stored and
               loaded whole, so a half carrying the launch's epoch carries its data), 37 a unit (its 64 int8 words, its
