@@ -69,8 +69,8 @@ Parameters (compile time unless said):
               units (numbered super-block first: at T=16 two CTAs of 8 warps quantize them) and the rest's; a CTA
               stages the first super-block once its count is seen and the rest in the loop's second trip once the
               other count is (run 118: the range's one count waits for the last of its 14 quantizing CTAs, 0.8-1.8 us
-              after the median one). Measured and not promoted (runs 125-126, H100: within 1 %; run 136, H200: 3-11 %
-              slower at T=16)
+              after the median one). Measured and not promoted (runs 125-126, H100: 0-1 % slower, 5 % at 4096x4096;
+              run 136, H200: 3-11 % slower at T=16)
   EARLYSLOTS  n = 1 .. RING - 2 (GRIDQ 2; LOCALQ, XBULK, BULK 0): only the ring's first n slots are copied before
               the count's chain (as the CTA starts, or after its add with QFIRST), the other RING - 1 - n right after
               the range's activations are staged (0: all RING - 1 before): a deep ring for the weight stream without
