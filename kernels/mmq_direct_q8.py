@@ -116,6 +116,12 @@ Parameters (compile time unless said):
               promoted (run 133, H100: 1.4-1.7x slower at T=16; a super-block's rows took 4-5 us to copy, more than
               the count's whole chain, and the stream 15-17 us against 9: the x bytes every CTA reads, on the same
               lines as the range's other CTAs)
+  PACE        ns (GRIDQ 2, L2AHEAD > 0; L2LATE, LOCALQ, LLQ, SELFQ 0): each warp's first L2AHEAD asks of L2 made while
+              its CTA waits for the range's count, one every PACE ns (warps 1 .. WARPS - 1, staggered; warp 0's thread
+              0 polls), until the count is seen; the asks the wait leaves are not made, and the loop's one a step go
+              on from the last one made. DRAM carries ~4 MB of the anchor's 33 in the ~5.6 us before its first
+              super-block (run 136), and bursts of asks (L2AHEAD, L2LATE, deeper rings) lengthened that chain by more
+              than they saved: spread out, the bytes may stream under it with shallow queues
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -164,10 +170,10 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT",
-                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PROBE", "TRACE")
+                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PACE", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -183,6 +189,7 @@ GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its cou
                    "SMEMSUMS": "the range's scales and sums staged in shared memory",
                    "POLLACQ": "each poll of the range's count an acquire load",
                    "RELADD": "the count's add one red.release, no sequential fence"}
+PACE_EXCLUDES = ("L2LATE", "LOCALQ", "LLQ", "SELFQ")  # PACE's asks are made in the count's wait, which these move or drop
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 
 
@@ -209,13 +216,13 @@ def smem_bytes(params: dict, qtype: str = "q4_K") -> int:
 
 def static_smem_bytes(params: dict) -> int:
     """The GEMM's static shared memory: BULK's mbarriers, one per ring slot of each warp (8 bytes each), CLUSTERQ's
-    or XBULK's one for the activations' arrival (8 bytes, which ptxas places in a 16-byte slot), and SELFQ's one per
-    slot of f32 activations (8 bytes each, rounded up to 16)."""
+    or XBULK's one for the activations' arrival (8 bytes) and PACE's flag (4 bytes), which ptxas places together in
+    a 16-byte slot, and SELFQ's one per slot of f32 activations (8 bytes each, rounded up to 16)."""
     p = full_params(params)
     ring_barriers = 8 * p["WARPS"] * p["RING"] if p["BULK"] else 0
-    x_barrier = 16 if p["CLUSTERQ"] or p["XBULK"] else 0
+    small = (8 if p["CLUSTERQ"] or p["XBULK"] else 0) + (4 if p["PACE"] else 0)
     selfq_barriers = 16 * -(-p["SELFQ"] // 2)  # two 8-byte mbarriers a 16-byte slot
-    return ring_barriers + x_barrier + selfq_barriers
+    return ring_barriers + 16 * -(-small // 16) + selfq_barriers
 
 
 def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) -> str | None:
@@ -290,6 +297,10 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
             p["GRIDQ"] != 2 or not p["SMEMSUMS"] or any(p[k] for k in SELFQ_EXCLUDES))):
         return (f"SELFQ={p['SELFQ']}: 0, or 1..XSHARED ({p['XSHARED']}) slots with GRIDQ 2, SMEMSUMS 1 and "
                 f"{', '.join(SELFQ_EXCLUDES)} 0 (each CTA quantizes its own range: no count)")
+    if p["PACE"] < 0 or (p["PACE"] and (p["GRIDQ"] != 2 or not p["L2AHEAD"] or any(
+            p[k] for k in PACE_EXCLUDES))):
+        return (f"PACE={p['PACE']}: 0, or ns between a warp's asks of L2 with GRIDQ 2, L2AHEAD > 0 and "
+                f"{', '.join(PACE_EXCLUDES)} 0 (the first asks spread over the wait for the range's count)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):

@@ -155,6 +155,10 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"EARLYSLOTS": 1, "GRIDQ": 2, "PDL": 2, "BULK": 1}, "EARLYSLOTS=1"),
     ({"L2LATE": 1, "GRIDQ": 2, "PDL": 2}, "L2LATE=1"), ({"L2LATE": 1, "L2AHEAD": 2}, "L2LATE=1"),
     ({"L2LATE": 2, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "L2LATE=2"),
+    ({"PACE": 500, "L2AHEAD": 2}, "PACE=500"), ({"PACE": 500, "GRIDQ": 2, "PDL": 2}, "PACE=500"),  # no count; no asks
+    ({"PACE": -1, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2}, "PACE=-1"),
+    *[({"PACE": 500, "L2AHEAD": 2, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "PACE=500")
+      for other in mmq_direct_q8.PACE_EXCLUDES],
     ({"SKEW": 1}, "SKEW=1"), ({"SKEW": 1, "CLUSTERQ": 2, "PDL": 0}, "SKEW=1"),
     ({"SKEW": 4, "GRIDQ": 2, "PDL": 2}, "SKEW=4"),
     ({"LLQ": 1}, "LLQ=1"), ({"LLQ": 1, "GRIDQ": 2, "PDL": 2}, "LLQ=1"), ({"LLQ": 3, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1}, "LLQ=3"),
@@ -215,7 +219,13 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"WARPS": 4, "RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "LLQ": 1},
                                     {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
                                      "XPF": 1, "SMEMSUMS": 1, "SELFQ": 6},
-                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 1}])
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+                                     "L2AHEAD": 6, "PACE": 1000},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1,
+                                     "L2AHEAD": 2, "PACE": 500},
+                                    {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "XBULK": 1,
+                                     "L2AHEAD": 2, "PACE": 500}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -264,6 +274,23 @@ def test_l2late_asks_l2_only_after_the_wait_for_the_kernel_before(ahead, qfirst)
 
     assert asks(0) == (ahead, ahead + 1)
     assert asks(1) == (0, ahead * (1 + qfirst) + 1)
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_pace_makes_the_first_asks_of_l2_in_the_count_s_wait_by_the_clock(qtype):
+    """GRIDQ 2, L2AHEAD 4: without PACE its 4 asks come before griddepcontrol.wait (ACQBULK); with PACE none does,
+    and the asks are one in a loop after the wait, timed by %globaltimer with short sleeps (a second NANOSLEEP beside
+    the count's poll), besides the main loop's one; the warps read thread 0's flag through a shuffle, and there is no
+    spill."""
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "QFIRST": 1, "SMEMSUMS": 1, "L2AHEAD": 4}
+    burst, _ = compiled_gemm(base, qtype)
+    paced, summary = compiled_gemm({**base, "PACE": 800}, qtype)
+    assert burst.split("ACQBULK")[0].count("UBLKPF") == 4 and burst.count("UBLKPF") == 5
+    assert paced.split("ACQBULK")[0].count("UBLKPF") == 0 and paced.count("UBLKPF") == 2
+    assert "GLOBALTIMER" not in burst and "GLOBALTIMER" in paced
+    assert burst.count("NANOSLEEP") == 1 and paced.count("NANOSLEEP") == 2
+    assert "SHFL.IDX" in paced.split("ACQBULK")[1]
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
 
 
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)

@@ -89,6 +89,10 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 1},
     {"RING": 2, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SELFQ": 2},
     {"WARPS": 4, "RING": 3, "XSHARED": 5, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "SELFQ": 3},
+    # the first asks of L2 spread over the count's wait (PACE): the T=16 champion's form asking the whole range; short
+    # ranges with bulk-copied weights, asks past some ranges' end
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "L2AHEAD": 6, "PACE": 1000},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "L2AHEAD": 2, "PACE": 300},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -162,7 +166,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (38, "q5_K"), (39, "q4_K"), (40, "q5_K"), (41, "q4_K"),
                                         (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K"), (53, "q4_K"),
                                         (54, "q5_K"), (55, "q4_K"), (56, "q5_K"), (57, "q4_K"), (57, "q5_K"),
-                                        (58, "q4_K"), (59, "q5_K"), (60, "q4_K")])
+                                        (58, "q4_K"), (59, "q5_K"), (60, "q4_K"), (61, "q4_K"),
+                                        (62, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed

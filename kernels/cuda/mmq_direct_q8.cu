@@ -138,6 +138,12 @@
                  // form reads 4: more L2 bytes, but no chain (store, fence, add, count seen, copy: ~4.5 us of round
                  // trips under the weight stream, runs 116-121) before the first super-block. Measured and not
                  // promoted (run 133, H100: 1.4-1.7x slower at T=16: the rows' copies, not the chain, set its time)
+#ifndef PACE  // ns (GRIDQ 2, L2AHEAD > 0; L2LATE, LOCALQ, LLQ, SELFQ 0): each warp's first L2AHEAD asks of L2 are made
+#define PACE 0  // while its CTA waits for the range's count, one every PACE ns (warps 1 .. WARPS - 1, staggered; warp 0's
+#endif          // thread 0 polls), until the count is seen; the asks the wait leaves are not made. Runs 121 and 136:
+                // DRAM carries ~4 MB in the ~5.6 us before the first super-block, and asks made in one burst (L2AHEAD,
+                // L2LATE, deeper rings) lengthen that chain by more than they save; spread out, the same bytes could
+                // stream under it with shallow queues
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -211,6 +217,9 @@
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
 #endif
+#if PACE < 0 || (PACE && (GRIDQ != 2 || !L2AHEAD || L2LATE || LOCALQ || LLQ || SELFQ))
+#error "mmq_direct_q8.cu: PACE >= 0 ns, > 0 with GRIDQ 2, L2AHEAD > 0 and L2LATE, LOCALQ, LLQ, SELFQ 0"
+#endif
 #if QFIRST < 0 || QFIRST > 1 || (QFIRST && GRIDQ != 2)
 #error "mmq_direct_q8.cu: QFIRST 0..1, 1 with GRIDQ 2"
 #endif
@@ -264,16 +273,16 @@ __device__ __forceinline__ int range_begin(unsigned y, unsigned ranges, int nsb)
     return y * nsb / ranges + skew * min(y, ranges - y);
 }
 
-#if TRACE
-// TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end,
-// resumed, published} (ns; GRIDQ 2 only, else 0: its return from the wait for the kernel before, and its count's add
-// done); records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
-
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+
+#if TRACE
+// TRACE: one record per CTA, {kernel (0 pass, 1 GEMM) << 32 | SM, launch << 32 | CTA, start, waited, ready, end,
+// resumed, published} (ns; GRIDQ 2 only, else 0: its return from the wait for the kernel before, and its count's add
+// done); records past the capacity are dropped. scripts/call_trace.py zeroes the counters, runs calls and reads them.
 
 struct CtaTrace {  // kept by thread 0
     unsigned long long t[6];
@@ -323,7 +332,7 @@ __device__ __forceinline__ int range_of(int sb, int splits, int nsb) { return ((
 // polls 128 ns apart (run 107: back-to-back polls of one line by a range's CTAs queued with the adds they wait for),
 // then one acquire load, not a fence: a fence would also wait for the thread's weight copies in flight (run 99);
 // kAcquirePolls: every poll an acquire load (POLLACQ), the one that sees the count ends the wait
-template <bool kAcquirePolls = false>
+template <bool kAcquirePolls = false, bool kBarrier = true>  // kBarrier false: thread 0 alone, no CTA barrier after
 __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned target) {
     if (threadIdx.x == 0) {
         unsigned seen;
@@ -339,7 +348,7 @@ __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned tar
         if constexpr (!kAcquirePolls)
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
     }
-    __syncthreads();
+    if constexpr (kBarrier) __syncthreads();
 }
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -831,10 +840,15 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         for (int s = RING - 1; s < RING - 1 + L2AHEAD; ++s) ask_l2(s);
     };
     if (ring_first) issue_ring();
-    if (!L2LATE) ask_l2_first();
+    if (!L2LATE && !PACE) ask_l2_first();
+    int l2_lead = L2AHEAD;  // the super-blocks past the ring that the warp has asked L2 for (PACE: those it got to)
     if constexpr (PDL == 2) MMQ_LAUNCH_DEPENDENTS();  // the next call's pass may launch (it waits for this GEMM's end)
 #if GRIDQ == 2
     {
+#if PACE  // thread 0 says the range's count is seen (set before the barrier after the CTA's units are stored)
+        __shared__ int count_seen;
+        if (threadIdx.x == 0) count_seen = 0;
+#endif
         auto unit_of = [&](int u) {  // (SPLITCOUNT: super-block major, so the first super-block's are units 0 .. rows - 1)
             if constexpr (SPLITCOUNT) return static_cast<long long>(tok0 + u % rows) * nsb + sb_begin + u / rows;
             return static_cast<long long>(tok0 + u / shared_sbs) * nsb + sb_begin + local_sbs + u % shared_sbs;
@@ -923,7 +937,26 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
         if constexpr (LOCALQ == 0 && !LLQ && !SELFQ) {  // its units are stored (SPLITCOUNT: its first super-block's)
-            wait_count<POLLACQ == 1>(range_count, epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units));
+            const unsigned target = epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units);
+#if PACE
+            l2_lead = 0;  // (warp 0 asks nothing ahead: its thread 0 polls)
+            if (threadIdx.x == 0) {
+                wait_count<POLLACQ == 1, false>(range_count, target);
+                *reinterpret_cast<volatile int*>(&count_seen) = 1;
+            } else if (warp > 0) {  // the whole warp, so that its lanes' `ahead` stay in step
+                unsigned long long next = global_ns() + (warp - 1) * static_cast<unsigned long long>(PACE) / (WARPS - 1);
+                while (l2_lead < L2AHEAD && !__shfl_sync(0xffffffffu, *reinterpret_cast<volatile int*>(&count_seen), 0)) {
+                    if (global_ns() >= next) {
+                        ask_l2(RING - 1 + l2_lead++);
+                        next += PACE;
+                    }
+                    __nanosleep(64);
+                }
+            }
+            __syncthreads();
+#else
+            wait_count<POLLACQ == 1>(range_count, target);
+#endif
             TRACE_MARK(1);
         }
     }
@@ -1125,7 +1158,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
 #endif
         issue_slot(s + RING - 1, s + RING - 1 < nrange);
-        ask_l2(s + RING - 1 + L2AHEAD);
+        if (!PACE || l2_lead > 0) ask_l2(s + RING - 1 + l2_lead);
 #if SELFQ
         quantize_x(s + 1);  // while this trip's weights are in flight
 #endif
