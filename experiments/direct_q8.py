@@ -19,7 +19,8 @@ rest after the staging (EARLYSLOTS), asks L2 for weights only after the kernel b
 stages the range by bulk copies (XBULK), makes the K ranges started first longer than the ones started last (SKEW)
 stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
 and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
-nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133).
+nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133), or
+spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
@@ -57,6 +58,7 @@ LEVER = Lever(
         "LLQ": [0, 1, 2],  # 1, 2 (GRIDQ 2, SMEMSUMS): the activations as LL lines carrying the epoch, no count (2: a
         # thread polls its first line before asking for the rest)
         "SELFQ": [0, 1, 2, 4, 6, 7],  # n (GRIDQ 2, SMEMSUMS): each CTA quantizes its own range, n slots of f32 rows
+        "PACE": [0, 500, 1000, 2000],  # ns (GRIDQ 2, L2AHEAD): the first asks of L2 one per PACE ns in the count's wait
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),
