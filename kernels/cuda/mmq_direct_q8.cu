@@ -943,10 +943,13 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             if (threadIdx.x == 0) {
                 wait_count<POLLACQ == 1, false>(range_count, target);
                 *reinterpret_cast<volatile int*>(&count_seen) = 1;
-            } else if (warp > 0) {  // the whole warp, so that its lanes' `ahead` stay in step
+            } else if (warp > 0) {  // the whole warp, lane 0 deciding, so that its lanes' `ahead` stay in step
                 unsigned long long next = global_ns() + (warp - 1) * static_cast<unsigned long long>(PACE) / (WARPS - 1);
-                while (l2_lead < L2AHEAD && !__shfl_sync(0xffffffffu, *reinterpret_cast<volatile int*>(&count_seen), 0)) {
-                    if (global_ns() >= next) {
+                while (l2_lead < L2AHEAD) {
+                    const int seen = *reinterpret_cast<volatile int*>(&count_seen);
+                    const int state = __shfl_sync(0xffffffffu, (global_ns() >= next ? 1 : 0) | (seen ? 2 : 0), 0);
+                    if (state & 2) break;
+                    if (state & 1) {
                         ask_l2(RING - 1 + l2_lead++);
                         next += PACE;
                     }
