@@ -20,7 +20,8 @@ stages the range by bulk copies (XBULK), makes the K ranges started first longer
 stores the activations as LL lines that carry the launch's epoch, so that no count is needed (LLQ; measured
 and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
 nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133), or
-spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE).
+spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE; measured and not
+promoted, run 138).
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever
