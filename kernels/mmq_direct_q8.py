@@ -122,7 +122,7 @@ Parameters (compile time unless said):
               on from the last one made. DRAM carries ~4 MB of the anchor's 33 in the ~5.6 us before its first
               super-block (run 136), and bursts of asks (L2AHEAD, L2LATE, deeper rings) lengthened that chain by more
               than they saved: spread out, the bytes may stream under it with shallow queues. Measured and not
-              promoted (run 138, H100: 13-23 % slower at T=16; the count seen 0.3 us later, the stream 1.8 us longer)
+              promoted (run 138, H100: 12-35 % slower at T=16; the count seen 0.3 us later, the stream 1.8 us longer)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
