@@ -143,7 +143,8 @@
 #endif          // thread 0 polls), until the count is seen; the asks the wait leaves are not made. Runs 121 and 136:
                 // DRAM carries ~4 MB in the ~5.6 us before the first super-block, and asks made in one burst (L2AHEAD,
                 // L2LATE, deeper rings) lengthen that chain by more than they save; spread out, the same bytes could
-                // stream under it with shallow queues
+                // stream under it with shallow queues. Measured and not promoted (run 138, H100: 12-35 % slower at
+                // T=16: the count seen 0.3 us later, the stream after the first super-block 1.8 us longer)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
