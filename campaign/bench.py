@@ -42,16 +42,26 @@ class Line:
     types: tuple = ()  # the quant types the family has kernels for (empty: every type)
     f16_input: bool = False  # activations arrive as f16 (a 16-bit model's), run as the dispatcher runs them
     dispatched: bool = False  # the family and parameters are the dispatcher's choice per workload (what kernels.mmq runs)
+    # the activations arrive quantized, written before the call by their producer (the family's q8_input form): the
+    # quantization is not in the time; a workload whose kernel has no such form is not run
+    q8_input: bool = False
 
 
 def line_config(line: Line, params: dict) -> dict:
     """What the line runs for a chosen configuration: its extra parameters on top and, for an f16-input
-    line, the parameters the dispatcher gives float16 activations (kernels.dispatch.f16_input_params)."""
+    line, the parameters the dispatcher gives float16 activations (kernels.dispatch.f16_input_params); for a
+    q8-input line, the configuration's form for activations quantized before the call (ValueError where it has none)."""
+    from kernels import dispatch
+
     params = {**params, **dict(line.extra)}
     if line.f16_input:
-        from kernels import dispatch
-
         params = dispatch.f16_input_params(line.family, params) or params
+    if line.q8_input:
+        q8 = dispatch.q8_input_params(line.family, params)
+        if q8 is None:
+            raise ValueError(f"line {line.name}: {line.family} {json.dumps(params, sort_keys=True)} has no form for "
+                             f"activations quantized before the call")
+        params = q8
     return params
 
 
@@ -60,6 +70,10 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          # what a user's kernels.mmq call runs at each workload: the promoted champion of the first lever that has
          # one for (type, arch, T regime, shape), else mmq_base's heuristic; f32 activations, every pass counted
          "champion": Line("champion", "dispatch", dispatched=True),
+         # the same kernel where the activations' producer wrote them quantized (a norm or GLU kernel writing the pass's
+         # layout, or one quantization shared by the GEMMs reading the same x): the GEMM alone, where the kernel has
+         # that form (mmq_direct_q8 with GRIDQ 2: Q8IN), the workload not run elsewhere
+         "champion_q8in": Line("champion_q8in", "dispatch", dispatched=True, q8_input=True),
          "mmq_base": Line("mmq_base", "mmq_base", "mmq_base"),
          "mmq_f16": Line("mmq_f16", "mmq_f16", "adaptive_format"),
          "mmq_f16x2": Line("mmq_f16x2", "mmq_f16", None, (("DEQ", 1),)),
@@ -209,9 +223,9 @@ def run_sweep(device, sweep: Sweep, reps: int = 30, warmup: int = 5, seed: int =
                 chosen = {}  # line name -> (variant, family, params, origin)
                 refused = {}  # line name -> why it cannot run this workload (not timed, no row)
                 for line in lines:
-                    family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned, card)
-                    key = (family, qtype, json.dumps(params, sort_keys=True))
                     try:
+                        family, params, origin = line_choice(line, qtype, M, K, T, arch, tuned, card)
+                        key = (family, qtype, json.dumps(params, sort_keys=True))
                         if key not in built:
                             built[key] = families.get(family).build(params, qtype, device)
                     except ValueError as why:

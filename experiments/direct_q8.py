@@ -22,6 +22,9 @@ and not promoted, runs 128-131), or has each CTA quantize its own range from f32
 nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133), or
 spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE; measured and not
 promoted, run 138).
+Not searched: Q8IN, the activations quantized before the call by their producer. It changes what the call is given,
+not how it runs, so a trial with it would not be comparable with its incumbent's; the bench's `champion_q8in` line
+times the champion in that form beside the `champion` line.
 Its incumbent is the `direct` champion of the regime (q5_K, which `direct` lacks: the `wgmma` champion,
 campaign.incumbents)."""
 from experiments.base import Lever

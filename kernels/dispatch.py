@@ -88,6 +88,15 @@ def f16_input_params(family: str, params: dict) -> dict | None:
     return f16_input(params) if f16_input else None
 
 
+def q8_input_params(family: str, params: dict) -> dict | None:
+    """The chosen kernel's parameters for activations that arrive quantized in its own layout (its family's `q8_input`:
+    mmq_direct_q8's Q8IN), or None where it quantizes them itself only."""
+    from kernels import families
+
+    q8_input = getattr(families.get(family), "q8_input", None)
+    return q8_input(params) if q8_input else None
+
+
 def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_path=None) -> np.ndarray:
     """C[T, M] = x[T, K] . dequant(W)[M, K]^T on the GPU with the dispatcher's choice; x float32, or
     float16 (read as it is by the f16 paths)."""

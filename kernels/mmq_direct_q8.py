@@ -123,6 +123,13 @@ Parameters (compile time unless said):
               super-block (run 136), and bursts of asks (L2AHEAD, L2LATE, deeper rings) lengthened that chain by more
               than they saved: spread out, the bytes may stream under it with shallow queues. Measured and not
               promoted (run 138, H100: 12-35 % slower at T=16; the count seen 0.3 us later, the stream 1.8 us longer)
+  Q8IN        1 (GRIDQ 2; XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
+              quantized, in the pass's layout (pass_outputs), written by their producer before the call: the call is
+              the GEMM alone, one dependent launch that zeroes C as GRIDQ 2 does, with no unit to quantize and no
+              count to wait for. The launcher quantizes each input copy once, when the problem is prepared, with the
+              pass kernel (as a producer would), outside every timed call. It is the form a norm or GLU kernel that
+              writes Q8_1 feeds, and the one quantization that GEMMs reading the same x (Q, K, V; gate, up) share;
+              q8_input() gives a champion's configuration in it
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -171,10 +178,11 @@ WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
-            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0, "SPLITK": 0}
+            "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0,
+            "Q8IN": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT",
-                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PACE", "PROBE", "TRACE")
+                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PACE", "Q8IN", "PROBE", "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -190,6 +198,8 @@ GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its cou
                    "SMEMSUMS": "the range's scales and sums staged in shared memory",
                    "POLLACQ": "each poll of the range's count an acquire load",
                    "RELADD": "the count's add one red.release, no sequential fence"}
+# Q8IN has no units to quantize and no count: the options of either are off
+Q8IN_EXCLUDES = ("XPF", "QFIRST", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "LLQ", "SELFQ", "PACE")
 PACE_EXCLUDES = ("L2LATE", "LOCALQ", "LLQ", "SELFQ")  # PACE's asks are made in the count's wait, which these move or drop
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 
@@ -302,6 +312,9 @@ def invalid_reason(params: dict, qtype: str, device_info: dict | None = None) ->
             p[k] for k in PACE_EXCLUDES))):
         return (f"PACE={p['PACE']}: 0, or ns between a warp's asks of L2 with GRIDQ 2, L2AHEAD > 0 and "
                 f"{', '.join(PACE_EXCLUDES)} 0 (the first asks spread over the wait for the range's count)")
+    if p["Q8IN"] not in (0, 1) or (p["Q8IN"] and (p["GRIDQ"] != 2 or any(p[k] for k in Q8IN_EXCLUDES))):
+        return (f"Q8IN={p['Q8IN']}: 0, or 1 with GRIDQ 2 and {', '.join(Q8IN_EXCLUDES)} 0 (the activations arrive "
+                f"quantized: nothing to quantize or count)")
     if p["SKEW"] not in range(4) or (p["SKEW"] and p["GRIDQ"] != 2):
         return f"SKEW={p['SKEW']}: 0, or 1..3 super-blocks with GRIDQ 2 (the K ranges started first made longer)"
     if p["TRACE"] not in (0, 1) or (p["TRACE"] and (p["GRIDQ"] == 1 or p["CLUSTERQ"])):
@@ -384,6 +397,8 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.pass_threads = variant.params.get("PASSTHREADS", DEFAULTS["PASSTHREADS"])
         self.llq = bool(variant.params.get("LLQ", 0))
         self.selfq = bool(variant.params.get("SELFQ", 0))
+        self.q8in = bool(variant.params.get("Q8IN", 0))
+        self.q8_copies = []
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         if self.cluster_q:  # whole clusters along the row tiles
@@ -417,6 +432,10 @@ class DirectQ8Bound(mmq_base.MMQBound):
                 # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate erred
                 self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
                 self.arrived = device.to_device(np.zeros(1, np.uint32))
+        if self.q8in:  # each input copy's activations written once, now, by the pass kernel (as their producer would)
+            self.q8_copies = [self.scratch] + [self.alloc_activation(self.wl.T, self.wl.K) for _ in self.x[1:]]
+            for x, buffers in zip(self.x, self.q8_copies):  # (the stream orders them before every call's GEMM)
+                self.launch_pass(handle["pass"], x, buffers)
 
     def trace_modules(self) -> list:
         """TRACE: the loaded modules whose dq8_trace the pass's and the GEMM's CTAs write (a dependent launch loads its
@@ -488,8 +507,16 @@ class DirectQ8Bound(mmq_base.MMQBound):
                 self.epoch = (self.epoch - 1) % 2**32  # no CTA of a launch that failed arrives: the next one waits for e
             raise
 
+    def activation_args(self) -> tuple:
+        buffers = self.q8_copies[self.current] if self.q8in else self.scratch  # Q8IN: this call's input copy's
+        return tuple(buf.ptr for buf in buffers)
+
     def release(self) -> None:
         super().release()
+        for buffers in self.q8_copies[1:]:  # (the first copy's are the scratch buffers, released above)
+            for buf in buffers:
+                buf.release()
+        self.q8_copies = []
         for name in ("arrived", "flags", "counters"):
             if getattr(self, name, None) is not None:
                 getattr(self, name).release()
@@ -497,13 +524,17 @@ class DirectQ8Bound(mmq_base.MMQBound):
 
     def activation_pass(self, x) -> None:
         if self.gridq or self.cluster_q or self.nopass:
-            return  # the GEMM's own warps quantize (GRIDQ, CLUSTERQ); NOPASS: a timing probe of the GEMM alone
+            return  # the GEMM's own warps quantize (GRIDQ, CLUSTERQ), or Q8IN's were before; NOPASS: a timing probe
+        self.launch_pass(self.pass_kernel, x, self.scratch)
+
+    def launch_pass(self, kernel, x, buffers) -> None:
+        """The pass: x quantized into `buffers` (q8, d8, sums), C zeroed."""
         wl = self.wl
-        q8, d8, sums = self.scratch
+        q8, d8, sums = buffers
         counted = (self.counters.ptr, np.int32(self.grid[1])) if self.passflag else ()  # the GEMM's K ranges
-        self.pass_kernel.launch((self.pass_ctas(), 1, 1), (self.pass_threads, 1, 1),
-                                (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
-                                 np.int64(wl.T * wl.M), *counted), 0)
+        kernel.launch((self.pass_ctas(), 1, 1), (self.pass_threads, 1, 1),
+                      (x.ptr, q8.ptr, d8.ptr, sums.ptr, self.out.ptr, np.int32(wl.T), np.int32(wl.K),
+                       np.int64(wl.T * wl.M), *counted), 0)
 
 
 class MMQDirectQ8Family(mmq_base.MMQFamily):
@@ -536,6 +567,13 @@ class MMQDirectQ8Family(mmq_base.MMQFamily):
 
     def precompile_configs(self) -> list[dict]:
         return [DEFAULTS]
+
+    def q8_input(self, params: dict) -> dict | None:
+        """The configuration for activations that arrive quantized (Q8IN), or None where it has no such form (it needs
+        GRIDQ 2's one launch): the count's and the quantization's options off, the rest as they are."""
+        if full_params(params)["GRIDQ"] != 2:
+            return None
+        return {**params, **{k: 0 for k in Q8IN_EXCLUDES}, "Q8IN": 1}
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:

@@ -96,7 +96,10 @@ def bench_jobs(lines: list[str], types: list[str], arch: str, card: str | None =
                 continue
             for M, K in bench.DENSE_SHAPES:
                 for T in bench.DENSE_TS:
-                    family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch, card=card)
+                    try:
+                        family, params, _origin = bench.line_choice(line, qtype, M, K, T, arch, card=card)
+                    except ValueError:  # a workload the line does not run (a q8-input line where no kernel has the form)
+                        continue
                     found[json.dumps([family, params, qtype], sort_keys=True)] = (family, params, qtype)
     return list(found.values())
 

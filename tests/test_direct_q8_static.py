@@ -173,6 +173,9 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
                     "PROBE")],
     ({"SELFQ": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "L2AHEAD": 1, "L2LATE": 1}, "SELFQ=1"),
     ({"SELFQ": 8, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "WARPS": 16, "MIN_BLOCKS": 1, "RING": 2}, "shared memory"),
+    ({"Q8IN": 1}, "Q8IN=1"), ({"Q8IN": 1, "PDL": 2}, "Q8IN=1"), ({"Q8IN": 2, "GRIDQ": 2, "PDL": 2}, "Q8IN=2"),
+    *[({"Q8IN": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "L2AHEAD": 2, other: 1}, "Q8IN=1")
+      for other in mmq_direct_q8.Q8IN_EXCLUDES],
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -225,7 +228,10 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1,
                                      "L2AHEAD": 2, "PACE": 500},
                                     {"RING": 4, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "XBULK": 1,
-                                     "L2AHEAD": 2, "PACE": 500}])
+                                     "L2AHEAD": 2, "PACE": 500},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1,
+                                     "XBULK": 1, "Q8IN": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -846,3 +852,49 @@ def test_selfq_has_no_count_and_quantizes_bulk_copied_rows_in_the_loop(qtype):
     assert "SYNCS" in own and own.split("ACQBULK")[0].count("UBLKPF") == 1
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
     assert mmq_direct_q8.smem_bytes(selfq, qtype) - mmq_direct_q8.smem_bytes(base, qtype) == 4 * 16 * 256 * 4
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+def test_q8in_reads_quantized_activations_with_no_quantization_and_no_count(qtype):
+    """Q8IN against the same GRIDQ 2 kernel (the q4_K T=16 champion's form with its count's options off): no rounding
+    of activations (no FRND), no count's add (one ATOM fewer: the reds stay) and no poll of it (no NANOSLEEP), no
+    store of activations (fewer STG: range 0's zeroed tile and its flag stay), the zeroed tile's flag still published
+    (STG.E.STRONG) and polled (LDG.E.STRONG), the range staged by the same cp.async pieces; no spill."""
+    base = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1}
+    counted, _ = compiled_gemm(base, qtype)
+    given, summary = compiled_gemm({**base, "Q8IN": 1}, qtype)
+    assert "FRND" in counted and "FRND" not in given
+    assert given.count("ATOM") == counted.count("ATOM") - 1
+    assert "NANOSLEEP" in counted and "NANOSLEEP" not in given
+    assert 0 < given.count("STG") < counted.count("STG")
+    assert given.count("STG.E.STRONG.GPU") == counted.count("STG.E.STRONG.GPU") == 1 and "LDG.E.STRONG.GPU" in given
+    assert given.count("LDGSTS") == counted.count("LDGSTS")
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+
+
+def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the_gemm_alone():
+    """Q8IN: preparing the problem launches the pass (not a dependent launch: nothing before it to overlap) once per
+    input copy, each into buffers of its own; each call then launches the GEMM alone, a dependent launch, with its
+    input copy's quantized activations, its x (unread) and the flags and epoch of GRIDQ 2's zeroed tiles."""
+    champion = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "QFIRST": 1, "XPF": 1}
+    params = mmq_direct_q8.FAMILY.q8_input(champion)
+    assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0, "SPLITCOUNT": 0,
+                      "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
+    assert mmq_direct_q8.invalid_reason(params, "q4_K") is None
+    assert mmq_direct_q8.FAMILY.q8_input({"RING": 2, "PDL": 2}) is None  # no GRIDQ 2: the GEMM has a pass of its own
+    device, bound = recorded(params)
+    copies = len(bound.x)
+    assert copies >= 2 and len(bound.q8_copies) == copies
+    passes = device.launches[:]
+    assert [(name, grid) for name, grid, *_ in passes] == [("direct_q8_pass", (112, 1, 1))] * copies
+    written = [tuple(args[1:4]) for *_, args, _ in passes]
+    assert [tuple(args[0:1]) for *_, args, _ in passes] == [(x.ptr,) for x in bound.x]
+    assert written == [tuple(buf.ptr for buf in copy) for copy in bound.q8_copies]
+    assert len({ptr for w in written for ptr in w}) == 3 * copies  # every copy its own buffers
+    for call in range(copies + 1):
+        bound.run()
+        name, grid, _, args, _ = device.launches[-1]
+        assert name == "mmq_direct_q8_gemm (dependent)" and grid == (32, 8, 1)
+        assert tuple(args[1:4]) == written[call % copies]
+        assert list(args[-4:]) == [bound.x[call % copies].ptr, bound.counters.ptr, bound.flags.ptr, call + 1]
+    assert len(device.launches) == copies + copies + 1  # the passes when prepared, then one launch a call

@@ -93,6 +93,10 @@ CONFIGS = [
     # ranges with bulk-copied weights, asks past some ranges' end
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "L2AHEAD": 6, "PACE": 1000},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "L2AHEAD": 2, "PACE": 300},
+    # the activations quantized before the call, by the pass as their producer would (Q8IN): the T=16 champion's form;
+    # short ranges with bulk-copied weights and the range staged by bulk copies
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1, "Q8IN": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -167,7 +171,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K"), (53, "q4_K"),
                                         (54, "q5_K"), (55, "q4_K"), (56, "q5_K"), (57, "q4_K"), (57, "q5_K"),
                                         (58, "q4_K"), (59, "q5_K"), (60, "q4_K"), (61, "q4_K"),
-                                        (62, "q5_K")])
+                                        (62, "q5_K"), (63, "q4_K"), (63, "q5_K"), (64, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -185,6 +189,30 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
         bound.release()
 
 
+Q8IN_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("Q8IN")]
+
+
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K"])
+@pytest.mark.parametrize("cfg", Q8IN_CONFIGS)
+def test_q8in_calls_read_the_activations_quantized_when_prepared_not_x(gpu_device, cfg, qtype):
+    """Q8IN: once the problem is prepared, every float32 input copy on the GPU is overwritten with NaN, and the calls,
+    one per copy and one more, still pass parity into a poisoned output: they read the quantized copies the pass wrote
+    when the problem was prepared, never x."""
+    from kernels import mmq_direct_q8
+
+    variant = mmq_direct_q8.FAMILY.build(CONFIGS[cfg], qtype, gpu_device)
+    prob = random_problem(np.random.default_rng([cfg, 85]), qtype, 4096, 2048, 16)
+    bound = variant.prepare(prob)
+    try:
+        gpu_device.synchronize()  # the passes of every copy are done
+        for x in bound.x:
+            gpu_device.fill_nan(x)
+        for call in range(len(bound.x) + 1):
+            assert_int_k_parity(run_poisoned(bound), prob, f"call {call}")
+    finally:
+        bound.release()
+
+
 def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
     super-blocks past the LOCALQ ones; LLQ nothing (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K,
@@ -195,7 +223,8 @@ def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     from kernels import mmq_direct_q8
 
     ranges = np.diff(mmq_direct_q8.range_starts(K // 256, gy, params))  # LOCALQ: each CTA quantizes the first ones itself
-    if params["LLQ"] or params["SELFQ"]:  # no count (LLQ: the lines carry the epoch; SELFQ: nothing shared)
+    if params["LLQ"] or params["SELFQ"] or params["Q8IN"]:  # no count (LLQ: the lines carry the epoch; SELFQ: nothing
+        # shared; Q8IN: nothing quantized)
         return np.zeros(gz * len(ranges), np.int64)
     if params["SPLITCOUNT"]:  # two counts a range: its first super-block's units, the rest's
         return np.array([min(16, T - 16 * z) * part for z in range(gz) for n in ranges for part in (1, n - 1)])
@@ -217,8 +246,8 @@ def test_gridq_counts_grow_by_exactly_one_launch_each_launch(gpu_device, cfg):
         try:
             counter = bound.arrived if params["GRIDQ"] == 1 else bound.counters
             per_launch = expected_counts(params, bound.grid, T, K)
-            # (LOCALQ: few super-blocks, all local; LLQ, SELFQ: no count)
-            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"] or params["SELFQ"]
+            # (LOCALQ: few super-blocks, all local; LLQ, SELFQ, Q8IN: no count)
+            assert per_launch.sum() > 0 or params["LOCALQ"] or params["LLQ"] or params["SELFQ"] or params["Q8IN"]
             for launch in range(1, 4):
                 bound.run()
                 gpu_device.synchronize()

@@ -112,6 +112,29 @@ def test_the_command_prints_the_table_and_exits_1_on_a_missed_bar(tmp_path, caps
         round_table.main([str(tmp_path / "missing.csv")])
 
 
+def test_the_q8in_line_is_read_beside_the_bars_and_changes_no_verdict(tmp_path, capsys):
+    """A `champion_q8in` row at the stream workload (the GEMM on activations quantized before the call) gets the stream
+    bar's arithmetic in a section of its own; the stream bar is still the champion line's, and so is the exit code."""
+    slow = bench_table(lambda q, M, K, T: 2.0 * M * K * T / 14.05e-6 / 1e12 if (q, M, K, T) ==
+                       round_table.STREAM_WORKLOAD else good(q, M, K, T))
+    qtype, M, K, T = round_table.STREAM_WORKLOAD
+    q8in = pd.DataFrame([dict(type=qtype, M=M, K=K, T=T, line="champion_q8in", median_us=11.2,
+                              tflops=2.0 * M * K * T / 11.2e-6 / 1e12)])
+    df = pd.concat([slow, q8in], ignore_index=True)
+    assert verdicts(df)["stream"].verdict == "fail"  # judged on the champion line as before
+    reading = round_table.q8_input_reading(df, H200_CEILINGS)
+    assert reading.verdict == "pass" and "in 11.20 us" in reading.detail and "<= 12.98 us" in reading.detail
+    assert round_table.q8_input_reading(slow, H200_CEILINGS) is None
+    csv = tmp_path / "bench.csv"
+    df.to_csv(csv, index=False)
+    (tmp_path / "ceilings.json").write_text(json.dumps({"ceilings": H200_CEILINGS, "device": {"name": "NVIDIA H200"}}))
+    assert round_table.main([str(csv)]) == 1
+    out = capsys.readouterr().out
+    assert "**stream: fail**" in out and "14.05 us" in out
+    beside = out.split("## Beside the bars")[1]
+    assert "stream, activations quantized before the call (champion_q8in): pass" in beside and "11.20 us" in beside
+
+
 # ---- the bench's champion line: what kernels.mmq runs, per workload
 
 def test_the_champion_line_runs_the_dispatchers_choice_per_workload(tmp_path, monkeypatch):
@@ -128,6 +151,29 @@ def test_the_champion_line_runs_the_dispatchers_choice_per_workload(tmp_path, mo
     assert bench.line_choice(line, "q6_K", 4096, 14336, 16, "sm_90")[0] == "mmq_base"
 
 
+def test_the_q8in_line_runs_the_champion_s_q8in_form_and_refuses_where_there_is_none(tmp_path, monkeypatch):
+    """champion_q8in: the dispatcher's choice in its form for activations quantized before the call (mmq_direct_q8
+    GRIDQ 2 -> Q8IN 1, the count's options off); a choice with no such form (the pass-fed direct_q8, mmq_base) is a
+    ValueError naming the line, which the bench records as a workload it did not run."""
+    monkeypatch.setenv("CAMPAIGN_ROOT", str(tmp_path))
+    q8 = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1,
+          "QFIRST": 1, "XPF": 1}
+    champions.promote("direct_q8", champions.key("q4_K", "sm_90", "tiny"),
+                      {"lever": "direct_q8", "family": "mmq_direct_q8", "params": q8,
+                       "promoted_at": "2026-12-05T00:00:00"})
+    line = bench.LINES["champion_q8in"]
+    family, params, origin = bench.line_choice(line, "q4_K", 4096, 14336, 16, "sm_90")
+    assert (family, origin) == ("mmq_direct_q8", "champion of direct_q8 (regime)")
+    assert params == {**q8, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0, "SPLITCOUNT": 0, "LLQ": 0,
+                      "SELFQ": 0, "PACE": 0, "Q8IN": 1}
+    assert params == dispatch.q8_input_params("mmq_direct_q8", q8)
+    with pytest.raises(ValueError, match="champion_q8in: mmq_base .* no form for activations quantized"):
+        bench.line_choice(line, "q4_K", 4096, 14336, 4096, "sm_90")
+    assert dispatch.q8_input_params("mmq_direct_q8", {"RING": 2, "PDL": 2}) is None  # fed by its own pass
+    derived = bench.derived_line('q8in_a4=champion_q8in:{"L2AHEAD": 4}')
+    assert bench.line_choice(derived, "q4_K", 4096, 14336, 16, "sm_90")[1] == {**params, "L2AHEAD": 4}
+
+
 def test_a_bench_with_the_champion_line_times_it_and_writes_the_round_table(tmp_path, monkeypatch):
     """On the CPU device, with cpu_demo as the only dispatched lever: the real dispatcher, a real champions.json,
     a real kernel timed; the rows name the family it chose, and record() writes round_table.md and logs it."""
@@ -138,8 +184,14 @@ def test_a_bench_with_the_champion_line_times_it_and_writes_the_round_table(tmp_
                       {"lever": "cpu_demo", "family": "cpu_demo", "params": params, "promoted_at": "2026-12-05T00:00:00"})
     device = open_device("cpu")
     sweep = bench.Sweep(shapes=[(128, 512)], Ts=[16], types=["q4_K"],
-                        lines=[bench.LINES["champion"], bench.Line("plain", "cpu_demo", extra=tuple(params.items()))])
-    df = bench.add_ratios(bench.run_sweep(device, sweep, reps=3, warmup=1, progress=lambda msg: None), {})
+                        lines=[bench.LINES["champion"], bench.Line("plain", "cpu_demo", extra=tuple(params.items())),
+                               bench.LINES["champion_q8in"]])
+    swept = bench.run_sweep(device, sweep, reps=3, warmup=1, progress=lambda msg: None)
+    # cpu_demo has no form for activations quantized before the call: the q8-input line is not run, and says why
+    assert [(s["line"], "no form for activations quantized" in s["reason"]) for s in swept.attrs["skipped"]] == [
+        ("champion_q8in", True)]
+    df = bench.add_ratios(swept, {})
+    assert "champion_q8in" not in set(df["line"])
     row = df[df["line"] == "champion"].iloc[0]
     assert row["family"] == "cpu_demo" and json.loads(row["params"]) == params and row["tflops"] > 0
     assert row["origin"].startswith("champion of cpu_demo")

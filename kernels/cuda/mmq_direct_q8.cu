@@ -145,6 +145,10 @@
                 // L2LATE, deeper rings) lengthen that chain by more than they save; spread out, the same bytes could
                 // stream under it with shallow queues. Measured and not promoted (run 138, H100: 12-35 % slower at
                 // T=16: the count seen 0.3 us later, the stream after the first super-block 1.8 us longer)
+#ifndef Q8IN  // 1 (GRIDQ 2; XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
+#define Q8IN 0  // quantized, in the pass's layout (its producer wrote them: a norm or GLU kernel, or one quantization
+#endif          // shared by the GEMMs that read the same x), so the call is the GEMM alone: no unit to quantize, no
+                // count to wait for; range 0 still zeroes C's tile and the other ranges wait for it before their reds
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -217,6 +221,10 @@
 #endif
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
+#endif
+#if Q8IN < 0 || Q8IN > 1 || (Q8IN && (GRIDQ != 2 || XPF || QFIRST || POLLACQ || RELADD || LOCALQ || SPLITCOUNT || LLQ || \
+                                       SELFQ || PACE))
+#error "mmq_direct_q8.cu: Q8IN 0..1, 1 with GRIDQ 2 and XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0"
 #endif
 #if PACE < 0 || (PACE && (GRIDQ != 2 || !L2AHEAD || L2LATE || LOCALQ || LLQ || SELFQ))
 #error "mmq_direct_q8.cu: PACE >= 0 ns, > 0 with GRIDQ 2, L2AHEAD > 0 and L2LATE, LOCALQ, LLQ, SELFQ 0"
@@ -815,11 +823,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // (LOCALQ: the units of the range's super-blocks past its first local_sbs, which each CTA quantizes itself)
     // (SELFQ: none, each CTA quantizes its whole range itself)
     const int local_sbs = LOCALQ > 0 ? min(LOCALQ, nrange) : 0, shared_sbs = SELFQ ? 0 : nrange - local_sbs;
-    const int range_units = rows * shared_sbs, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
+    const int range_units = Q8IN ? 0 : rows * shared_sbs, stride = gridDim.x * WARPS, first_unit = blockIdx.x * WARPS;
     auto mine_below = [&](int n) {  // how many of this CTA's units are numbered below n
         return static_cast<unsigned>(n / stride * WARPS + min(WARPS, max(0, n % stride - first_unit)));
     };
-    const unsigned mine = SELFQ ? 0u : mine_below(range_units);  // (SELFQ: no count to add to)
+    const unsigned mine = SELFQ || Q8IN ? 0u : mine_below(range_units);  // (SELFQ, Q8IN: no count to add to)
     const bool ring_first = !(QFIRST && mine);
     // SPLITCOUNT: two counts a range, its first super-block's units (numbered first) and the rest's
     unsigned* range_count = SPLITCOUNT ? counters + 2 * (blockIdx.z * gridDim.y + blockIdx.y)
@@ -898,7 +906,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 u += stride;
             }
         }
-        for (; u < range_units; u += stride) {  // warp-uniform
+        for (; !Q8IN && u < range_units; u += stride) {  // warp-uniform
 #if LLQ
             quantize_unit_ll(X, reinterpret_cast<uint8_t*>(Q8), unit_of(u), lane, epoch);
 #else
@@ -937,7 +945,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
-        if constexpr (LOCALQ == 0 && !LLQ && !SELFQ) {  // its units are stored (SPLITCOUNT: its first super-block's)
+        if constexpr (Q8IN) { TRACE_MARK(1); }  // (stored before the launch: nothing to wait for)
+        if constexpr (LOCALQ == 0 && !LLQ && !SELFQ && !Q8IN) {  // its units are stored (SPLITCOUNT: its first super-block's)
             const unsigned target = epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units);
 #if PACE
             l2_lead = 0;  // (warp 0 asks nothing ahead: its thread 0 polls)
