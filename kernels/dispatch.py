@@ -5,6 +5,9 @@ lever in LEVERS that has one (champions.json, written by `campaign promote`), an
 to mmq_base with its per-T heuristic where no champion exists. Variants are built once per
 (family, params, qtype) and reused.
 
+Activations quantized before the call (kernels.mmq_direct_q8.QuantizedActivations: a producer wrote them in the int8
+GEMM's layout) go to the chosen kernel's q8_input form (mmq_direct_q8 Q8IN: the GEMM alone), where it has one.
+
 Activations that arrive as float16 (a 16-bit model's) go to the f16 paths as they are: the champion
 runs with X16_INPUT=1 and no conversion pass, the wgmma kernel reading the rows by TMA (XLOAD 2)
 where its champion reads pass-tiled chunks or f32 rows -- the configuration `campaign bench`'s
@@ -97,22 +100,33 @@ def q8_input_params(family: str, params: dict) -> dict | None:
     return q8_input(params) if q8_input else None
 
 
-def mmq(w_packed: np.ndarray, qtype: str, x: np.ndarray, device=None, champions_path=None) -> np.ndarray:
+def mmq(w_packed: np.ndarray, qtype: str, x, device=None, champions_path=None) -> np.ndarray:
     """C[T, M] = x[T, K] . dequant(W)[M, K]^T on the GPU with the dispatcher's choice; x float32, or
-    float16 (read as it is by the f16 paths)."""
+    float16 (read as it is by the f16 paths), or activations quantized before the call
+    (kernels.mmq_direct_q8.QuantizedActivations, e.g. `.of(x)`: what a producer writing them hands over, run by the
+    chosen kernel's q8_input form; ValueError where the chosen kernel has none)."""
     from kernels import families
     from kernels.device import open_device
+    from kernels.mmq_direct_q8 import QuantizedActivations
 
     device = device or open_device("cuda")
-    x = np.asarray(x)
+    quantized = isinstance(x, QuantizedActivations)
+    x = x if quantized else np.asarray(x)
     T, K = x.shape
     from campaign import champions
 
     family, params, _origin = choose(qtype, device.info["arch"], T, champions_path, M=w_packed.shape[0], K=K,
                                      card=champions.card_of(device.info))
-    x16 = f16_input_params(family, params) if x.dtype == np.float16 else None
+    if quantized:
+        q8 = q8_input_params(family, params)
+        if q8 is None:
+            raise ValueError(f"kernels.mmq: for {qtype} {w_packed.shape[0]}x{K} at T={T} the dispatcher runs {family}, "
+                             f"which reads float32 activations and quantizes them itself: pass x as float32")
+        params = q8
+    x16 = f16_input_params(family, params) if not quantized and x.dtype == np.float16 else None
     params = x16 or params
-    x = np.ascontiguousarray(x, dtype=np.float16 if x16 else np.float32)
+    if not quantized:
+        x = np.ascontiguousarray(x, dtype=np.float16 if x16 else np.float32)
     key = (family, qtype, json.dumps(params, sort_keys=True))
     if key not in _built:
         _built[key] = families.get(family).build(params, qtype, device)

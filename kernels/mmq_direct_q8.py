@@ -163,6 +163,7 @@ Parameters (compile time unless said):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -384,6 +385,28 @@ def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q8, d8, np.concatenate([hi, lo], axis=-1)
 
 
+@dataclass(frozen=True)
+class QuantizedActivations:
+    """Activations [T, K] quantized before the call, in the pass's layout (pass_outputs: q8, d8, sums): what a producer
+    that writes them hands the Q8IN GEMM, as `kernels.dispatch.mmq`'s x (the quantization not in the call)."""
+
+    q8: np.ndarray
+    d8: np.ndarray
+    sums: np.ndarray
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> "QuantizedActivations":
+        return cls(*pass_outputs(np.asarray(x, np.float32)))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.q8.shape
+
+    @property
+    def nbytes(self) -> int:
+        return self.q8.nbytes + self.d8.nbytes + self.sums.nbytes
+
+
 class DirectQ8Bound(mmq_base.MMQBound):
     """Grid (row tiles, K splits, token tiles of 16); the activations from direct_q8_pass (which zeroes C: every
     split adds into it)."""
@@ -398,7 +421,11 @@ class DirectQ8Bound(mmq_base.MMQBound):
         self.llq = bool(variant.params.get("LLQ", 0))
         self.selfq = bool(variant.params.get("SELFQ", 0))
         self.q8in = bool(variant.params.get("Q8IN", 0))
-        self.q8_copies = []
+        self.q8_copies = self.q8_owned = []  # Q8IN: each input copy's (q8, d8, sums); those it allocated
+        given = isinstance(problem.x, QuantizedActivations)
+        if given and not self.q8in:
+            raise ValueError("mmq_direct_q8: activations quantized before the call are read by the Q8IN form only "
+                             "(FAMILY.q8_input gives a configuration's)")
         super().__init__(device, variant, handle, problem)
         gx, gy, gz = self.grid  # MMQBound's (token tiles, row tiles, splits)
         if self.cluster_q:  # whole clusters along the row tiles
@@ -432,8 +459,12 @@ class DirectQ8Bound(mmq_base.MMQBound):
                 # a cooperative launch: the driver refuses a grid it cannot place at once where the estimate erred
                 self.gemm = device.cooperative_kernel(handle.get("compiled"), FAMILY.kernel_name, self.smem)
                 self.arrived = device.to_device(np.zeros(1, np.uint32))
-        if self.q8in:  # each input copy's activations written once, now, by the pass kernel (as their producer would)
-            self.q8_copies = [self.scratch] + [self.alloc_activation(self.wl.T, self.wl.K) for _ in self.x[1:]]
+        if self.q8in and given:  # as their producer wrote them, in every input copy
+            arrays = (problem.x.q8, problem.x.d8, problem.x.sums)
+            self.q8_copies = self.q8_owned = [[device.to_device(a) for a in arrays] for _ in self.x]
+        elif self.q8in:  # each input copy's activations written once, now, by the pass kernel (as their producer would)
+            self.q8_owned = [self.alloc_activation(self.wl.T, self.wl.K) for _ in self.x[1:]]
+            self.q8_copies = [self.scratch, *self.q8_owned]  # (the first copy's are the scratch buffers)
             for x, buffers in zip(self.x, self.q8_copies):  # (the stream orders them before every call's GEMM)
                 self.launch_pass(handle["pass"], x, buffers)
 
@@ -507,16 +538,21 @@ class DirectQ8Bound(mmq_base.MMQBound):
                 self.epoch = (self.epoch - 1) % 2**32  # no CTA of a launch that failed arrives: the next one waits for e
             raise
 
+    def host_activation(self, x) -> np.ndarray:
+        if isinstance(x, QuantizedActivations):  # no float32 x: Q8IN's GEMM takes the argument and never reads it
+            return np.zeros(1, np.float32)
+        return super().host_activation(x)
+
     def activation_args(self) -> tuple:
         buffers = self.q8_copies[self.current] if self.q8in else self.scratch  # Q8IN: this call's input copy's
         return tuple(buf.ptr for buf in buffers)
 
     def release(self) -> None:
         super().release()
-        for buffers in self.q8_copies[1:]:  # (the first copy's are the scratch buffers, released above)
+        for buffers in self.q8_owned:
             for buf in buffers:
                 buf.release()
-        self.q8_copies = []
+        self.q8_copies = self.q8_owned = []
         for name in ("arrived", "flags", "counters"):
             if getattr(self, name, None) is not None:
                 getattr(self, name).release()

@@ -898,3 +898,37 @@ def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the
         assert tuple(args[1:4]) == written[call % copies]
         assert list(args[-4:]) == [bound.x[call % copies].ptr, bound.counters.ptr, bound.flags.ptr, call + 1]
     assert len(device.launches) == copies + copies + 1  # the passes when prepared, then one launch a call
+
+
+def test_q8in_given_quantized_activations_uploads_them_to_every_input_copy_and_launches_no_pass():
+    """A problem whose x is QuantizedActivations (a producer's, here numpy's pass_outputs): every input copy gets the
+    three arrays as given, no pass is launched, each call's GEMM reads its copy's; the float x it does not have is a
+    one-element placeholder the kernel never reads. A configuration without Q8IN refuses such a problem, and so does
+    kernels.mmq where the dispatcher's choice has no q8-input form."""
+    from kernels import dispatch
+    from kernels.family import Problem
+    from tests.recording_device import RecordingDevice, recorded_bound
+
+    rng = np.random.default_rng(8)
+    M, K, T = 4096, 14336, 16
+    x = rng.standard_normal((T, K)).astype(np.float32)
+    given = mmq_direct_q8.QuantizedActivations.of(x)
+    for got, want in zip((given.q8, given.d8, given.sums), mmq_direct_q8.pass_outputs(x)):
+        np.testing.assert_array_equal(got, want)
+    assert given.shape == (T, K) and given.nbytes == T * K + (T * K // 256) * (4 + 32)
+    w = quant.get("q4_K").random_packed(M, K, rng)
+    params = mmq_direct_q8.FAMILY.q8_input({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1})
+    device, bound = recorded_bound(mmq_direct_q8.FAMILY, params, Problem(Workload("q4_K", M, K, T), w, given), 112)
+    assert device.launches == [] and len(bound.q8_copies) == len(bound.x) >= 2
+    for copy in bound.q8_copies:
+        for buf, want in zip(copy, (given.q8, given.d8, given.sums)):
+            np.testing.assert_array_equal(buf.array, want)
+    assert all(x_copy.array.shape == (1,) for x_copy in bound.x)
+    for call in range(2):
+        bound.run()
+        assert tuple(device.launches[-1][3][1:4]) == tuple(buf.ptr for buf in bound.q8_copies[call])
+    assert [name for name, *_ in device.launches] == ["mmq_direct_q8_gemm (dependent)"] * 2
+    with pytest.raises(ValueError, match="read by the Q8IN form only"):
+        recorded_bound(mmq_direct_q8.FAMILY, {**params, "Q8IN": 0}, Problem(Workload("q4_K", M, K, T), w, given))
+    with pytest.raises(ValueError, match="runs mmq_base, which reads float32 activations"):  # no champion: mmq_base
+        dispatch.mmq(w, "q4_K", given, RecordingDevice(), champions_path="/nonexistent/champions.json")

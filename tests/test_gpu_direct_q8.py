@@ -213,6 +213,26 @@ def test_q8in_calls_read_the_activations_quantized_when_prepared_not_x(gpu_devic
         bound.release()
 
 
+def test_kernels_mmq_runs_the_q8in_form_on_activations_quantized_before_the_call(gpu_device, tmp_path):
+    """kernels.mmq given QuantizedActivations (numpy's pass_outputs, as a producer would write them) where the promoted
+    q4_K champion is the T=16 one (GRIDQ 2): the dispatcher runs its Q8IN form, and the result passes parity against
+    the float activations' references; at T=16 and at T=5 (a partial token tile)."""
+    from campaign import champions
+    from kernels import dispatch, mmq_direct_q8
+
+    champion = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 2, "XSHARED": 8, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
+                "SMEMSUMS": 1, "QFIRST": 1, "XPF": 1}
+    path = tmp_path / "champions.json"
+    champions.promote("direct_q8", champions.key("q4_K", gpu_device.info["arch"], "tiny"),
+                      {"lever": "direct_q8", "family": "mmq_direct_q8", "params": champion,
+                       "promoted_at": "2026-12-07T00:00:00"}, path=path)
+    for T in (16, 5):
+        prob = random_problem(np.random.default_rng([T, 86]), "q4_K", 4096, 2048, T)
+        got = dispatch.mmq(prob.w_packed, "q4_K", mmq_direct_q8.QuantizedActivations.of(prob.x), gpu_device,
+                           champions_path=path)
+        assert_int_k_parity(got, prob, f"kernels.mmq on quantized activations, T={T}")
+
+
 def expected_counts(params: dict, grid: tuple, T: int, K: int) -> np.ndarray:
     """What one launch adds to the counters: GRIDQ 1 one arrival per CTA; GRIDQ 2 a (token tile, K range)'s units, rows x
     super-blocks past the LOCALQ ones; LLQ nothing (kernel grid: x row tiles, y K ranges, z token tiles; the kernel's split of K,
