@@ -394,6 +394,17 @@ class QuantizedActivations:
     d8: np.ndarray
     sums: np.ndarray
 
+    def __post_init__(self) -> None:  # the kernel reads these layouts as they are: a wrong one reads past them
+        t, k = self.q8.shape if self.q8.ndim == 2 else (0, 0)
+        want = {"q8": ((t, k), np.int8), "d8": ((-(-t // TOKEN_TILE), k // 256, TOKEN_TILE), np.float32),
+                "sums": ((t, k // 256, 4, 4), np.float16)}
+        for name, (shape, dtype) in want.items():
+            a = getattr(self, name)
+            if not (t and k % 256 == 0 and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous):
+                raise ValueError(f"QuantizedActivations: {name} is {a.dtype}{list(a.shape)}, the pass's layout for "
+                                 f"q8 {list(self.q8.shape)} is a C-contiguous {np.dtype(dtype)}{list(shape)} "
+                                 f"(see pass_outputs)")
+
     @classmethod
     def of(cls, x: np.ndarray) -> "QuantizedActivations":
         return cls(*pass_outputs(np.asarray(x, np.float32)))

@@ -916,6 +916,12 @@ def test_q8in_given_quantized_activations_uploads_them_to_every_input_copy_and_l
     for got, want in zip((given.q8, given.d8, given.sums), mmq_direct_q8.pass_outputs(x)):
         np.testing.assert_array_equal(got, want)
     assert given.shape == (T, K) and given.nbytes == T * K + (T * K // 256) * (4 + 32)
+    with pytest.raises(ValueError, match=r"d8 is float32\[1, 56, 8\], the pass's layout .* float32\[1, 56, 16\]"):
+        mmq_direct_q8.QuantizedActivations(given.q8, given.d8[..., :8].copy(), given.sums)
+    with pytest.raises(ValueError, match="sums is float32"):
+        mmq_direct_q8.QuantizedActivations(given.q8, given.d8, given.sums.astype(np.float32))
+    with pytest.raises(ValueError, match="q8 is int8\\[16, 14000\\]"):  # K not whole super-blocks
+        mmq_direct_q8.QuantizedActivations(given.q8[:, :14000].copy(), given.d8, given.sums)
     w = quant.get("q4_K").random_packed(M, K, rng)
     params = mmq_direct_q8.FAMILY.q8_input({"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1})
     device, bound = recorded_bound(mmq_direct_q8.FAMILY, params, Problem(Workload("q4_K", M, K, T), w, given), 112)
