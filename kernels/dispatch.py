@@ -123,9 +123,9 @@ def mmq(w_packed: np.ndarray, qtype: str, x, device=None, champions_path=None) -
             raise ValueError(f"kernels.mmq: for {qtype} {w_packed.shape[0]}x{K} at T={T} the dispatcher runs {family}, "
                              f"which reads float32 activations and quantizes them itself: pass x as float32")
         params = q8
-    x16 = f16_input_params(family, params) if not quantized and x.dtype == np.float16 else None
-    params = x16 or params
-    if not quantized:
+    else:
+        x16 = f16_input_params(family, params) if x.dtype == np.float16 else None
+        params = x16 or params
         x = np.ascontiguousarray(x, dtype=np.float16 if x16 else np.float32)
     key = (family, qtype, json.dumps(params, sort_keys=True))
     if key not in _built:
