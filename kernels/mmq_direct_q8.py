@@ -130,6 +130,14 @@ Parameters (compile time unless said):
               pass kernel (as a producer would), outside every timed call. It is the form a norm or GLU kernel that
               writes Q8_1 feeds, and the one quantization that GEMMs reading the same x (Q, K, V; gate, up) share;
               q8_input() gives a champion's configuration in it
+  ZLATE       1 (GRIDQ 2): range 0 zeroes C's tile once its activations' copies are issued, just before its loop,
+              not before them: the zeroing's fence waits out the loaded round trip of the ring's copies in flight,
+              and placed before the staging it delayed range 0's activations by that trip (run 139, H100: Q8IN, whose
+              range 0 does nothing else first, took 1.0-1.8 us over the same GEMM with no zeroing, NOPASS)
+  FLAGPEEK    1 (GRIDQ 2): the other ranges' CTAs acquire range 0's flag halfway through their loop (thread 0, after
+              that trip's copies are issued, while its warp waits for its slot), not after it: the acquire's round
+              trip overlaps the stream instead of standing before the reds (a flag not yet published is waited for
+              after the loop, as before)
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind
@@ -180,10 +188,11 @@ DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BUL
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
             "XPF": 0, "PASSFLAG": 0, "TRACE": 0, "QFIRST": 0, "SMEMSUMS": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0,
             "SPLITCOUNT": 0, "EARLYSLOTS": 0, "L2LATE": 0, "XBULK": 0, "SKEW": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0,
-            "Q8IN": 0, "SPLITK": 0}
+            "Q8IN": 0, "ZLATE": 0, "FLAGPEEK": 0, "SPLITK": 0}
 COMPILE_KEYS = ("WARPS", "MIN_BLOCKS", "RING", "XSHARED", "PDL", "BULK", "GRIDQ", "SBMAJOR", "L2AHEAD", "CLUSTERQ",
                 "PASSTRIG", "XPF", "PASSFLAG", "QFIRST", "SMEMSUMS", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT",
-                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PACE", "Q8IN", "PROBE", "TRACE")
+                "EARLYSLOTS", "L2LATE", "XBULK", "SKEW", "LLQ", "SELFQ", "PACE", "Q8IN", "ZLATE", "FLAGPEEK", "PROBE",
+                "TRACE")
 CLUSTER_SIZES = (0, 1, 2, 4, 8)  # CLUSTERQ: 0 the pass; else CTAs per cluster (8: the portable most)
 CLUSTER_SLOT_SHARE = 0.9  # CLUSTERQ's grid fills at most this share of the CTA slots: one wave of whole clusters
 X_ROW_PAD = 64
@@ -198,7 +207,9 @@ SELFQ_EXCLUDES = ("LOCALQ", "SPLITCOUNT", "EARLYSLOTS", "XBULK", "BULK", "LLQ", 
 GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its count's add",
                    "SMEMSUMS": "the range's scales and sums staged in shared memory",
                    "POLLACQ": "each poll of the range's count an acquire load",
-                   "RELADD": "the count's add one red.release, no sequential fence"}
+                   "RELADD": "the count's add one red.release, no sequential fence",
+                   "ZLATE": "range 0 zeroes C's tile once its activations' copies are issued",
+                   "FLAGPEEK": "the other ranges acquire range 0's flag mid-loop"}
 # Q8IN has no units to quantize and no count: the options of either are off
 Q8IN_EXCLUDES = ("XPF", "QFIRST", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "LLQ", "SELFQ", "PACE")
 PACE_EXCLUDES = ("L2LATE", "LOCALQ", "LLQ", "SELFQ")  # PACE's asks are made in the count's wait, which these move or drop

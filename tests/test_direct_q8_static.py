@@ -176,6 +176,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
     ({"Q8IN": 1}, "Q8IN=1"), ({"Q8IN": 1, "PDL": 2}, "Q8IN=1"), ({"Q8IN": 2, "GRIDQ": 2, "PDL": 2}, "Q8IN=2"),
     *[({"Q8IN": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, "L2AHEAD": 2, other: 1}, "Q8IN=1")
       for other in mmq_direct_q8.Q8IN_EXCLUDES],
+    ({"ZLATE": 1}, "ZLATE=1"), ({"ZLATE": 2, "GRIDQ": 2, "PDL": 2}, "ZLATE=2"),
+    ({"FLAGPEEK": 1, "CLUSTERQ": 2, "PDL": 0}, "FLAGPEEK=1"), ({"FLAGPEEK": 2, "GRIDQ": 2, "PDL": 2}, "FLAGPEEK=2"),
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -231,7 +233,13 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                      "L2AHEAD": 2, "PACE": 500},
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1,
-                                     "XBULK": 1, "Q8IN": 1}])
+                                     "XBULK": 1, "Q8IN": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1,
+                                     "ZLATE": 1, "FLAGPEEK": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+                                     "ZLATE": 1, "FLAGPEEK": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1,
+                                     "ZLATE": 1, "FLAGPEEK": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -870,6 +878,34 @@ def test_q8in_reads_quantized_activations_with_no_quantization_and_no_count(qtyp
     assert given.count("STG.E.STRONG.GPU") == counted.count("STG.E.STRONG.GPU") == 1 and "LDG.E.STRONG.GPU" in given
     assert given.count("LDGSTS") == counted.count("LDGSTS")
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+
+
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("base", [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1},
+                                  {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}],
+                         ids=["q8in", "champion"])
+def test_zlate_publishes_the_zeroed_tile_after_the_staging_and_flagpeek_acquires_its_flag_in_the_loop(base, qtype):
+    """ZLATE: range 0's zeroed tile is published (its flag's strong store, after the fences) once every cp.async piece
+    of the staging is issued, not before them: more LDGSTS precede the store, and as many in all. FLAGPEEK: one more
+    acquire of the flag (LDG.E.STRONG.GPU), issued in the loop before its first wait for the ring (DEPBAR) and the first
+    IMMA; the acquire after the loop stays, for a flag not yet published. Neither spills."""
+    def ldgsts_before_flag_store(sass):
+        return sass.split("STG.E.STRONG.GPU")[0].count("LDGSTS")
+
+    def acquires_before_first_imma(sass):
+        return sass.split("IMMA")[0].count("LDG.E.STRONG.GPU")
+
+    plain, _ = compiled_gemm(base, qtype)
+    late, late_summary = compiled_gemm({**base, "ZLATE": 1}, qtype)
+    peek, peek_summary = compiled_gemm({**base, "FLAGPEEK": 1}, qtype)
+    assert ldgsts_before_flag_store(late) > ldgsts_before_flag_store(plain)
+    assert late.count("LDGSTS") == plain.count("LDGSTS") and late.count("STG.E.STRONG.GPU") == 1
+    assert ldgsts_before_flag_store(peek) == ldgsts_before_flag_store(plain)
+    assert peek.count("LDG.E.STRONG.GPU") == plain.count("LDG.E.STRONG.GPU") + 1
+    assert acquires_before_first_imma(peek) == acquires_before_first_imma(plain) + 1
+    assert "DEPBAR" in peek.split("IMMA")[0].rsplit("LDG.E.STRONG.GPU", 1)[1]  # the slot's wait after the acquire
+    for summary in (late_summary, peek_summary):
+        assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
 
 
 def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the_gemm_alone():

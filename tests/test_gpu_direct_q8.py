@@ -97,6 +97,12 @@ CONFIGS = [
     # short ranges with bulk-copied weights and the range staged by bulk copies
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "XBULK": 1, "Q8IN": 1},
+    # range 0 zeroes C's tile after its staging is issued (ZLATE) and the other ranges acquire its flag mid-loop
+    # (FLAGPEEK): the Q8IN form, the T=16 champion's form, and short ranges (one super-block: the peek at trip 0, where
+    # the flag may not be published yet, so the wait after the loop still runs)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1, "ZLATE": 1, "FLAGPEEK": 1},
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "ZLATE": 1, "FLAGPEEK": 1},
+    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "SMEMSUMS": 1, "ZLATE": 1, "FLAGPEEK": 1, "SPLITK": 24},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -171,7 +177,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (41, "q5_K"), (50, "q4_K"), (51, "q5_K"), (52, "q4_K"), (53, "q4_K"),
                                         (54, "q5_K"), (55, "q4_K"), (56, "q5_K"), (57, "q4_K"), (57, "q5_K"),
                                         (58, "q4_K"), (59, "q5_K"), (60, "q4_K"), (61, "q4_K"),
-                                        (62, "q5_K"), (63, "q4_K"), (63, "q5_K"), (64, "q4_K")])
+                                        (62, "q5_K"), (63, "q4_K"), (63, "q5_K"), (64, "q4_K"),
+                                        (65, "q4_K"), (66, "q5_K"), (67, "q4_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed

@@ -149,6 +149,14 @@
 #define Q8IN 0  // quantized, in the pass's layout (its producer wrote them: a norm or GLU kernel, or one quantization
 #endif          // shared by the GEMMs that read the same x), so the call is the GEMM alone: no unit to quantize, no
                 // count to wait for; range 0 still zeroes C's tile and the other ranges wait for it before their reds
+#ifndef ZLATE  // 1 (GRIDQ 2): range 0 zeroes C's tile once its activations' copies are issued, just before its loop,
+#define ZLATE 0  // not before them: the zeroing's fence waits out the loaded round trip of the ring's copies in flight,
+#endif           // and before the staging it delayed range 0's activations by that trip (run 139, H100: Q8IN, whose
+                 // range 0 does nothing else first, 1.0-1.8 us over the same GEMM with no zeroing)
+#ifndef FLAGPEEK  // 1 (GRIDQ 2): the other ranges' CTAs acquire range 0's flag in the middle of their loop (thread 0,
+#define FLAGPEEK 0  // after that trip's copies are issued, while the warp waits for its slot), not after the loop: the
+#endif              // acquire's round trip then overlaps the stream instead of standing before the reds; where the
+                    // flag is not published yet, the wait after the loop is as before
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -225,6 +233,12 @@
 #if Q8IN < 0 || Q8IN > 1 || (Q8IN && (GRIDQ != 2 || XPF || QFIRST || POLLACQ || RELADD || LOCALQ || SPLITCOUNT || LLQ || \
                                        SELFQ || PACE))
 #error "mmq_direct_q8.cu: Q8IN 0..1, 1 with GRIDQ 2 and XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0"
+#endif
+#if ZLATE < 0 || ZLATE > 1 || (ZLATE && GRIDQ != 2)
+#error "mmq_direct_q8.cu: ZLATE 0..1, 1 with GRIDQ 2"
+#endif
+#if FLAGPEEK < 0 || FLAGPEEK > 1 || (FLAGPEEK && GRIDQ != 2)
+#error "mmq_direct_q8.cu: FLAGPEEK 0..1, 1 with GRIDQ 2"
 #endif
 #if PACE < 0 || (PACE && (GRIDQ != 2 || !L2AHEAD || L2LATE || LOCALQ || LLQ || SELFQ))
 #error "mmq_direct_q8.cu: PACE >= 0 ns, > 0 with GRIDQ 2, L2AHEAD > 0 and L2LATE, LOCALQ, LLQ, SELFQ 0"
@@ -942,7 +956,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
             __syncthreads();  // (before the loop reads them)
         }
-        if (blockIdx.y == 0)  // range 0 zeroes C's tile and publishes the epoch; the other ranges wait before their reds
+        // range 0 zeroes C's tile and publishes the epoch (ZLATE: before its loop); the others wait before their reds
+        if (!ZLATE && blockIdx.y == 0)
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
         if constexpr (Q8IN) { TRACE_MARK(1); }  // (stored before the launch: nothing to wait for)
@@ -1149,6 +1164,14 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
 #endif
 
+#if GRIDQ == 2 && ZLATE  // the activations' copies are in flight: the zeroing's fence overlaps them
+    if (blockIdx.y == 0)
+        mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
+                                                      static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
+#endif
+#if GRIDQ == 2
+    bool tile_zeroed = false;  // FLAGPEEK: thread 0 of a range past 0 has acquired range 0's flag mid-loop
+#endif
     float acc[2][4] = {};
     const uint8_t* xrow[2] = {xs + g * kXStride + (LLQ ? 32 : 16) * t, xs + (g + 8) * kXStride + (LLQ ? 32 : 16) * t};
     for (int s = 0; s < (PROBE == 2 ? 0 : nrange); ++s) {
@@ -1177,6 +1200,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
 #if XBULK
         if (s == 0) mmq::mbar_wait(&x_full, 0);  // the range's activations, sums and scales
+#endif
+#if GRIDQ == 2 && FLAGPEEK  // after this trip's copies are issued, before its wait for the slot
+        if (s == nrange / 2 && blockIdx.y > 0 && threadIdx.x == 0)
+            tile_zeroed = mmq::tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
 #endif
 #if BULK
         if (s < 2) {  // this thread's copies of super-block s's activations (the only cp.async groups), then every thread's
@@ -1314,7 +1341,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #if CLUSTERQ
     if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
 #elif GRIDQ == 2
-    if (blockIdx.y > 0) mmq::wait_tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
+    if (blockIdx.y > 0)
+        mmq::wait_tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
+                              tile_zeroed);
 #elif PASSFLAG
     wait_count(counters + gridDim.z * gridDim.y, epoch * pass_ctas);  // every pass CTA has zeroed its share of C
 #endif

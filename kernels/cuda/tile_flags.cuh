@@ -24,8 +24,16 @@ __device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int ro
     }
 }
 
-__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch) {
-    if (threadIdx.x == 0) {
+// one acquire load of the flag: whether this launch's tile is zeroed yet (a peek; wait_tile_zeroed waits)
+__device__ __forceinline__ bool tile_zeroed(const int* flag, int epoch) {
+    int seen;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
+    return seen == epoch;
+}
+
+// seen: thread 0 has acquired the flag at this epoch already (tile_zeroed): only the barrier is left
+__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch, bool seen = false) {
+    if (threadIdx.x == 0 && !seen) {
         int seen;
         for (long long polls = 0;; ++polls) {
             asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
