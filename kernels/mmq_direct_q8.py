@@ -40,7 +40,8 @@ Parameters (compile time unless said):
               SMEMSUMS, the sums all come by cp.async)
   RELADD      1 (GRIDQ 2): a CTA's add to its range's count is one red.release (MEMBAR.ALL.GPU, then the RED) instead
               of __threadfence's sequentially consistent MEMBAR.SC.GPU and an atomic add: the waiting CTAs acquire the
-              count, so a release is all they need, and the add is on every CTA's critical path
+              count, so a release is all they need, and the add is on every CTA's critical path. Range 0's flag is
+              then published by its release store alone, with no MEMBAR.SC.GPU before it (Q8IN: this is all it does)
   LOCALQ      n = 1..2 (GRIDQ 2, SMEMSUMS 1, BULK 0): each CTA quantizes the first n super-blocks of its range for its 16
               tokens itself, straight into its shared memory (all the range's CTAs the same ones: n x 16 KB of x read
               from L2 by each, loaded together with the warp's first shared unit: one round trip), and the range's CTAs
@@ -123,7 +124,7 @@ Parameters (compile time unless said):
               super-block (run 136), and bursts of asks (L2AHEAD, L2LATE, deeper rings) lengthened that chain by more
               than they saved: spread out, the bytes may stream under it with shallow queues. Measured and not
               promoted (run 138, H100: 12-35 % slower at T=16; the count seen 0.3 us later, the stream 1.8 us longer)
-  Q8IN        1 (GRIDQ 2; XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
+  Q8IN        1 (GRIDQ 2; XPF, QFIRST, POLLACQ, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
               quantized, in the pass's layout (pass_outputs), written by their producer before the call: the call is
               the GEMM alone, one dependent launch that zeroes C as GRIDQ 2 does, with no unit to quantize and no
               count to wait for. The launcher quantizes each input copy once, when the problem is prepared, with the
@@ -210,8 +211,9 @@ GRIDQ2_SWITCHES = {"QFIRST": "a CTA that quantizes copies its ring after its cou
                    "RELADD": "the count's add one red.release, no sequential fence",
                    "ZLATE": "range 0 zeroes C's tile once its activations' copies are issued",
                    "FLAGPEEK": "the other ranges acquire range 0's flag mid-loop"}
-# Q8IN has no units to quantize and no count: the options of either are off
-Q8IN_EXCLUDES = ("XPF", "QFIRST", "POLLACQ", "RELADD", "LOCALQ", "SPLITCOUNT", "LLQ", "SELFQ", "PACE")
+# Q8IN has no units to quantize and no count: the options of either are off (RELADD stays: with no count, it drops the
+# sequentially consistent fence before range 0's flag, whose release store alone publishes the zeroed tile)
+Q8IN_EXCLUDES = ("XPF", "QFIRST", "POLLACQ", "LOCALQ", "SPLITCOUNT", "LLQ", "SELFQ", "PACE")
 PACE_EXCLUDES = ("L2LATE", "LOCALQ", "LLQ", "SELFQ")  # PACE's asks are made in the count's wait, which these move or drop
 PASS_THREADS = (256, 128, 64)  # PASSTHREADS: the pass's CTA sizes (a warp per unit, any count of warps)
 

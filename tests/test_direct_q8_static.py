@@ -878,6 +878,11 @@ def test_q8in_reads_quantized_activations_with_no_quantization_and_no_count(qtyp
     assert given.count("STG.E.STRONG.GPU") == counted.count("STG.E.STRONG.GPU") == 1 and "LDG.E.STRONG.GPU" in given
     assert given.count("LDGSTS") == counted.count("LDGSTS")
     assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+    # RELADD: with no count, only the sequentially consistent fence before range 0's flag goes (its release stays)
+    released, _ = compiled_gemm({**base, "Q8IN": 1, "RELADD": 1}, qtype)
+    assert "MEMBAR.SC.GPU" in given and "MEMBAR.SC.GPU" not in released
+    assert released.count("MEMBAR.ALL.GPU") == given.count("MEMBAR.ALL.GPU") >= 1
+    assert released.count("STG.E.STRONG.GPU") == 1
 
 
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
@@ -914,10 +919,11 @@ def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the
     input copy's quantized activations, its x (unread) and the flags and epoch of GRIDQ 2's zeroed tiles."""
     champion = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "QFIRST": 1, "XPF": 1}
     params = mmq_direct_q8.FAMILY.q8_input(champion)
-    assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 0, "LOCALQ": 0, "SPLITCOUNT": 0,
+    assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "LOCALQ": 0, "SPLITCOUNT": 0,
                       "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
     assert mmq_direct_q8.invalid_reason(params, "q4_K") is None
     assert mmq_direct_q8.FAMILY.q8_input({"RING": 2, "PDL": 2}) is None  # no GRIDQ 2: the GEMM has a pass of its own
+    assert mmq_direct_q8.FAMILY.q8_input({**champion, "RELADD": 1})["RELADD"] == 1  # (the flag's fence: kept as chosen)
     device, bound = recorded(params)
     copies = len(bound.x)
     assert copies >= 2 and len(bound.q8_copies) == copies

@@ -145,7 +145,7 @@
                 // L2LATE, deeper rings) lengthen that chain by more than they save; spread out, the same bytes could
                 // stream under it with shallow queues. Measured and not promoted (run 138, H100: 12-35 % slower at
                 // T=16: the count seen 0.3 us later, the stream after the first super-block 1.8 us longer)
-#ifndef Q8IN  // 1 (GRIDQ 2; XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
+#ifndef Q8IN  // 1 (GRIDQ 2; XPF, QFIRST, POLLACQ, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0): the activations arrive
 #define Q8IN 0  // quantized, in the pass's layout (its producer wrote them: a norm or GLU kernel, or one quantization
 #endif          // shared by the GEMMs that read the same x), so the call is the GEMM alone: no unit to quantize, no
                 // count to wait for; range 0 still zeroes C's tile and the other ranges wait for it before their reds
@@ -230,9 +230,9 @@
 #if SKEW < 0 || SKEW > 3 || (SKEW && GRIDQ != 2)
 #error "mmq_direct_q8.cu: SKEW 0..3, 1..3 with GRIDQ 2"
 #endif
-#if Q8IN < 0 || Q8IN > 1 || (Q8IN && (GRIDQ != 2 || XPF || QFIRST || POLLACQ || RELADD || LOCALQ || SPLITCOUNT || LLQ || \
+#if Q8IN < 0 || Q8IN > 1 || (Q8IN && (GRIDQ != 2 || XPF || QFIRST || POLLACQ || LOCALQ || SPLITCOUNT || LLQ || \
                                        SELFQ || PACE))
-#error "mmq_direct_q8.cu: Q8IN 0..1, 1 with GRIDQ 2 and XPF, QFIRST, POLLACQ, RELADD, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0"
+#error "mmq_direct_q8.cu: Q8IN 0..1, 1 with GRIDQ 2 and XPF, QFIRST, POLLACQ, LOCALQ, SPLITCOUNT, LLQ, SELFQ, PACE 0"
 #endif
 #if ZLATE < 0 || ZLATE > 1 || (ZLATE && GRIDQ != 2)
 #error "mmq_direct_q8.cu: ZLATE 0..1, 1 with GRIDQ 2"
