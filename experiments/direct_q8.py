@@ -21,7 +21,8 @@ stores the activations as LL lines that carry the launch's epoch, so that no cou
 and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
 nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133), or
 spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE; measured and not
-promoted, run 138), and when range 0 zeroes C's tile (before its activations' copies, or after them: ZLATE) and
+promoted, run 138), and when range 0 zeroes C's tile (before its activations' copies, or after them: ZLATE) or publishes it (at once, or
+in its loop's first trip: ZPUB), and
 when the other ranges acquire the flag that says it is zeroed (after their loop, or halfway through it: FLAGPEEK).
 Not searched: Q8IN, the activations quantized before the call by their producer. It changes what the call is given,
 not how it runs, so a trial with it would not be comparable with its incumbent's; the bench's `champion_q8in` line
@@ -66,6 +67,7 @@ LEVER = Lever(
         "PACE": [0, 500, 1000, 2000],  # ns (GRIDQ 2, L2AHEAD): the first asks of L2 one per PACE ns in the count's wait
         "ZLATE": [0, 1],  # 1 (GRIDQ 2): range 0 zeroes C's tile once its activations' copies are issued
         "FLAGPEEK": [0, 1],  # 1 (GRIDQ 2): the other ranges acquire range 0's flag mid-loop, not before their reds
+        "ZPUB": [0, 1],  # 1 (GRIDQ 2): range 0 publishes its zeroed tile in its loop's first trip, not before staging
     },
     fixed={"SPLITK": 0},
     defaults=dict(mmq_direct_q8.DEFAULTS),

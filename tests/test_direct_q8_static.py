@@ -178,6 +178,8 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
       for other in mmq_direct_q8.Q8IN_EXCLUDES],
     ({"ZLATE": 1}, "ZLATE=1"), ({"ZLATE": 2, "GRIDQ": 2, "PDL": 2}, "ZLATE=2"),
     ({"FLAGPEEK": 1, "CLUSTERQ": 2, "PDL": 0}, "FLAGPEEK=1"), ({"FLAGPEEK": 2, "GRIDQ": 2, "PDL": 2}, "FLAGPEEK=2"),
+    ({"ZPUB": 1}, "ZPUB=1"), ({"ZPUB": 2, "GRIDQ": 2, "PDL": 2}, "ZPUB=2"),
+    *[({"ZPUB": 1, "GRIDQ": 2, "PDL": 2, "SMEMSUMS": 1, other: 1}, "ZPUB=1") for other in mmq_direct_q8.ZPUB_EXCLUDES],
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
@@ -239,7 +241,13 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
                                      "ZLATE": 1, "FLAGPEEK": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "LLQ": 1,
-                                     "ZLATE": 1, "FLAGPEEK": 1}])
+                                     "ZLATE": 1, "FLAGPEEK": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1,
+                                     "RELADD": 1, "ZPUB": 1, "FLAGPEEK": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1,
+                                     "SMEMSUMS": 1, "XBULK": 1, "ZPUB": 1},
+                                    {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
+                                     "SPLITCOUNT": 1, "ZPUB": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)
@@ -913,17 +921,37 @@ def test_zlate_publishes_the_zeroed_tile_after_the_staging_and_flagpeek_acquires
         assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
 
 
+@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("base", [{"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1, "RELADD": 1},
+                                  {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1}],
+                         ids=["q8in", "champion"])
+def test_zpub_publishes_the_zeroed_tile_in_the_loop_after_its_first_barrier(base, qtype):
+    """ZPUB: range 0's zeroed tile is published (its flag's one strong store, after its fences) in the loop, after the
+    first trip's IMMAs, not before the staging's cp.async pieces; the zeros' stores and the other fences stay where
+    they were (Q8IN with RELADD: no fence at all before the loop). No spill."""
+    plain, _ = compiled_gemm(base, qtype)
+    published, summary = compiled_gemm({**base, "ZPUB": 1}, qtype)
+    before_loop = published.split("IMMA")[0]
+    assert plain.split("IMMA")[0].count("STG.E.STRONG.GPU") == 1 and "STG.E.STRONG.GPU" not in before_loop
+    assert published.count("STG.E.STRONG.GPU") == 1
+    assert published.count("MEMBAR") == plain.count("MEMBAR")
+    assert published.count("LDGSTS") == plain.count("LDGSTS") and published.count("STG") == plain.count("STG")
+    if base.get("Q8IN"):
+        assert "MEMBAR" in plain.split("IMMA")[0] and "MEMBAR" not in before_loop
+    assert summary["spill_store_bytes"] == 0 and summary["registers"] <= 128
+
+
 def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the_gemm_alone():
     """Q8IN: preparing the problem launches the pass (not a dependent launch: nothing before it to overlap) once per
     input copy, each into buffers of its own; each call then launches the GEMM alone, a dependent launch, with its
     input copy's quantized activations, its x (unread) and the flags and epoch of GRIDQ 2's zeroed tiles."""
     champion = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "QFIRST": 1, "XPF": 1}
     params = mmq_direct_q8.FAMILY.q8_input(champion)
-    assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "LOCALQ": 0, "SPLITCOUNT": 0,
+    assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 1, "LOCALQ": 0, "SPLITCOUNT": 0,
                       "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
     assert mmq_direct_q8.invalid_reason(params, "q4_K") is None
     assert mmq_direct_q8.FAMILY.q8_input({"RING": 2, "PDL": 2}) is None  # no GRIDQ 2: the GEMM has a pass of its own
-    assert mmq_direct_q8.FAMILY.q8_input({**champion, "RELADD": 1})["RELADD"] == 1  # (the flag's fence: kept as chosen)
+    assert mmq_direct_q8.FAMILY.q8_input({**champion, "RELADD": 0})["RELADD"] == 1  # the flag's release alone
     device, bound = recorded(params)
     copies = len(bound.x)
     assert copies >= 2 and len(bound.q8_copies) == copies

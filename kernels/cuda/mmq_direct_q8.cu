@@ -157,6 +157,11 @@
 #define FLAGPEEK 0  // after that trip's copies are issued, while the warp waits for its slot), not after the loop: the
 #endif              // acquire's round trip then overlaps the stream instead of standing before the reds; where the
                     // flag is not published yet, the wait after the loop is as before
+#ifndef ZPUB  // 1 (GRIDQ 2; ZLATE, LOCALQ, LLQ, SELFQ, PROBE 0): range 0 stores C's zeroed tile where it would zero it,
+#define ZPUB 0  // but publishes it (thread 0's release) only at the end of its loop's first trip, whose barrier has
+#endif          // ordered every thread's zeros: its fence then waits for a slot the second trip waits for anyway, not
+                // in front of the staging (run 141's trace, H100: range 0's CTAs ready 1.3 us after the others with
+                // RELADD's release alone, and still the last to end)
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after
@@ -239,6 +244,9 @@
 #endif
 #if FLAGPEEK < 0 || FLAGPEEK > 1 || (FLAGPEEK && GRIDQ != 2)
 #error "mmq_direct_q8.cu: FLAGPEEK 0..1, 1 with GRIDQ 2"
+#endif
+#if ZPUB < 0 || ZPUB > 1 || (ZPUB && (GRIDQ != 2 || ZLATE || LOCALQ || LLQ || SELFQ || PROBE))
+#error "mmq_direct_q8.cu: ZPUB 0..1, 1 with GRIDQ 2 and ZLATE, LOCALQ, LLQ, SELFQ, PROBE 0"
 #endif
 #if PACE < 0 || (PACE && (GRIDQ != 2 || !L2AHEAD || L2LATE || LOCALQ || LLQ || SELFQ))
 #error "mmq_direct_q8.cu: PACE >= 0 ns, > 0 with GRIDQ 2, L2AHEAD > 0 and L2LATE, LOCALQ, LLQ, SELFQ 0"
@@ -957,9 +965,11 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             __syncthreads();  // (before the loop reads them)
         }
         // range 0 zeroes C's tile and publishes the epoch (ZLATE: before its loop); the others wait before their reds
-        if (!ZLATE && blockIdx.y == 0)
+        if (!ZLATE && !ZPUB && blockIdx.y == 0)
             mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
                                                           static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
+        if (ZPUB && blockIdx.y == 0)  // (published in the loop's first trip)
+            mmq::store_zero_tile<16 * WARPS, kThreads>(C, blockIdx.x * WARPS * 16, tok0, M, T);
         if constexpr (Q8IN) { TRACE_MARK(1); }  // (stored before the launch: nothing to wait for)
         if constexpr (LOCALQ == 0 && !LLQ && !SELFQ && !Q8IN) {  // its units are stored (SPLITCOUNT: its first super-block's)
             const unsigned target = epoch * static_cast<unsigned>(SPLITCOUNT ? rows : range_units);
@@ -1327,6 +1337,10 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         d8 += 16;
         xrow[0] += kXUnitBytes, xrow[1] += kXUnitBytes;
+#if GRIDQ == 2 && ZPUB  // trip 0's barrier ordered every thread's zeros; its copies are in flight or landed
+        if (s == 0 && blockIdx.y == 0)
+            mmq::publish_tile<!RELADD>(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
+#endif
     }
     if constexpr (PROBE == 2) {  // the prologue's copies land, as they would for the first super-block
         mmq::cp_async_wait<0>();

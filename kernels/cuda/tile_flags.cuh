@@ -8,20 +8,32 @@
 
 namespace mmq {
 
-// C [T][M]'s tile of kRows rows from row0 and 16 tokens from tok0, zeroed by the CTA's kThreads threads, then published.
-// kFence false: the release store alone publishes (it is cumulative over the zeros the barrier ordered before it), no
-// sequentially consistent fence before it
-template <int kRows, int kThreads, bool kFence = true>
-__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
+// C [T][M]'s tile of kRows rows from row0 and 16 tokens from tok0, zeroed by the CTA's kThreads threads (not yet
+// published: a CTA barrier, then publish_tile)
+template <int kRows, int kThreads>
+__device__ __forceinline__ void store_zero_tile(float* C, int row0, int tok0, int M, int T) {
     for (int e = threadIdx.x; e < 16 * kRows; e += kThreads) {
         const int tk = tok0 + e / kRows, r = row0 + e % kRows;
         if (tk < T && r < M) C[static_cast<long long>(tk) * M + r] = 0.0f;
     }
-    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
+}
+
+// thread 0 publishes the zeros that a CTA barrier ordered before this call. kFence false: the release store alone
+// publishes (it is cumulative over them), no sequentially consistent fence before it
+template <bool kFence = true>
+__device__ __forceinline__ void publish_tile(int* flag, int epoch) {
     if (threadIdx.x == 0) {
         if constexpr (kFence) __threadfence();
         asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(epoch) : "memory");
     }
+}
+
+// the tile zeroed and published at once
+template <int kRows, int kThreads, bool kFence = true>
+__device__ __forceinline__ void zero_tile(float* C, int* flag, int epoch, int row0, int tok0, int M, int T) {
+    store_zero_tile<kRows, kThreads>(C, row0, tok0, M, T);
+    __syncthreads();  // every thread's zeros are stored before thread 0 publishes them
+    publish_tile<kFence>(flag, epoch);
 }
 
 // one acquire load of the flag: whether this launch's tile is zeroed yet (a peek; wait_tile_zeroed waits)
