@@ -641,12 +641,13 @@ class MMQDirectQ8Family(mmq_base.MMQFamily):
 
     def q8_input(self, params: dict) -> dict | None:
         """The configuration for activations that arrive quantized (Q8IN), or None where it has no such form (it needs
-        GRIDQ 2's one launch): the count's and the quantization's options off, range 0's flag published by its release
+        GRIDQ 2's one launch): the count's and the quantization's options off; range 0's flag published by its release
         store alone (RELADD: with no count, its one effect; run 141, H100, q4_K T=16: 0.4-1.2 us faster at the three
-        shapes), the rest as they are."""
+        shapes) and in its loop's first trip (ZPUB, so not ZLATE; run 142: 0.3 and 0.5 us faster on the two long-K
+        shapes, 0.07 us slower on 4096x4096), the rest as they are."""
         if full_params(params)["GRIDQ"] != 2:
             return None
-        return {**params, **{k: 0 for k in Q8IN_EXCLUDES}, "RELADD": 1, "Q8IN": 1}
+        return {**params, **{k: 0 for k in Q8IN_EXCLUDES}, "ZLATE": 0, "RELADD": 1, "ZPUB": 1, "Q8IN": 1}
 
 
 def heuristic_params(T: int, qtype: str = "q4_K") -> dict:
