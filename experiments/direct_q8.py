@@ -21,9 +21,10 @@ stores the activations as LL lines that carry the launch's epoch, so that no cou
 and not promoted, runs 128-131), or has each CTA quantize its own range from f32 rows copied into shared memory, with
 nothing shared and no count (SELFQ, how many super-blocks of f32 slots; measured and not promoted, run 133), or
 spreads its first asks of L2 over the wait for its range's count, one every PACE ns (PACE; measured and not
-promoted, run 138), and when range 0 zeroes C's tile (before its activations' copies, or after them: ZLATE) or publishes it (at once, or
-in its loop's first trip: ZPUB), and
-when the other ranges acquire the flag that says it is zeroed (after their loop, or halfway through it: FLAGPEEK).
+promoted, run 138), and when range 0 zeroes C's tile (before its activations' copies, or after them: ZLATE)
+or publishes it (at once, or in its loop's first trip: ZPUB), and when the other ranges acquire the flag that says
+it is zeroed (after their loop, or halfway through it: FLAGPEEK). Runs 140-142 measured the three on the T=16
+champion and on its Q8IN form: none is promoted for the champion; the Q8IN form takes ZPUB (q8_input).
 Not searched: Q8IN, the activations quantized before the call by their producer. It changes what the call is given,
 not how it runs, so a trial with it would not be comparable with its incumbent's; the bench's `champion_q8in` line
 times the champion in that form beside the `champion` line.

@@ -132,18 +132,21 @@ Parameters (compile time unless said):
               writes Q8_1 feeds, and the one quantization that GEMMs reading the same x (Q, K, V; gate, up) share;
               q8_input() gives a champion's configuration in it
   ZLATE       1 (GRIDQ 2): range 0 zeroes C's tile once its activations' copies are issued, just before its loop,
-              not before them: the zeroing's fence waits out the loaded round trip of the ring's copies in flight,
-              and placed before the staging it delayed range 0's activations by that trip (run 139, H100: Q8IN, whose
-              range 0 does nothing else first, took 1.0-1.8 us over the same GEMM with no zeroing, NOPASS)
+              not before them, so that the staging does not wait for the zeroing's fence (run 139, H100: Q8IN took
+              1.0-1.8 us over the same GEMM with no zeroing, NOPASS). Measured (run 140): slower at 4096x14336 (+0.8
+              us on Q8IN, +1.1 on the champion), the fence then waiting for the staging's copies too; faster only on
+              4096x4096's two-super-block ranges (-0.4 us, Q8IN)
   FLAGPEEK    1 (GRIDQ 2): the other ranges' CTAs acquire range 0's flag halfway through their loop (thread 0, after
               that trip's copies are issued, while its warp waits for its slot), not after it: the acquire's round
               trip overlaps the stream instead of standing before the reds (a flag not yet published is waited for
-              after the loop, as before)
+              after the loop, as before). Measured (runs 140-142, H100, T=16): -0.1 to -0.3 us at 4096x14336, +0.0 to
+              +0.2 on 4096x4096; not promoted
   ZPUB        1 (GRIDQ 2; ZLATE, LOCALQ, LLQ, SELFQ, PROBE 0): range 0 stores C's zeroed tile where it would zero it,
               but publishes it (thread 0's release) at the end of its loop's first trip, whose CTA barrier has
               ordered every thread's zeros: the release's fence then waits for a slot that the second trip waits for
               anyway, not in front of the staging (run 141's trace, H100, Q8IN with RELADD: range 0's CTAs had their
-              first super-block 1.3 us after the others' and ended last)
+              first super-block 1.3 us after the others' and ended last). Run 142: Q8IN 0.3-0.5 us faster on the
+              long-K shapes, range 0 ready with the others (q8_input takes it); the champion +4 % at the anchor
   PROBE       timing probes, not kernels (wrong numbers): 1 the loop only streams the weights (one word of each
               landed slot read); 2 no loop (the prologue's copies, the pass, the reds: the call's fixed cost)
   PASSFLAG    1, 2 (PDL 2): the GEMM does not wait for its pass's grid to end (griddepcontrol.wait and the flush behind

@@ -150,18 +150,20 @@
 #endif          // shared by the GEMMs that read the same x), so the call is the GEMM alone: no unit to quantize, no
                 // count to wait for; range 0 still zeroes C's tile and the other ranges wait for it before their reds
 #ifndef ZLATE  // 1 (GRIDQ 2): range 0 zeroes C's tile once its activations' copies are issued, just before its loop,
-#define ZLATE 0  // not before them: the zeroing's fence waits out the loaded round trip of the ring's copies in flight,
-#endif           // and before the staging it delayed range 0's activations by that trip (run 139, H100: Q8IN, whose
-                 // range 0 does nothing else first, 1.0-1.8 us over the same GEMM with no zeroing)
+#define ZLATE 0  // not before them, so that the staging does not wait for the zeroing's fence. Measured (run 140, H100,
+#endif           // T=16): slower at 4096x14336 (+0.8 us on Q8IN, +1.1 on the champion), where the fence then also
+                 // waits for the staging's copies; faster only on 4096x4096's two-super-block ranges (-0.4 us, Q8IN)
 #ifndef FLAGPEEK  // 1 (GRIDQ 2): the other ranges' CTAs acquire range 0's flag in the middle of their loop (thread 0,
 #define FLAGPEEK 0  // after that trip's copies are issued, while the warp waits for its slot), not after the loop: the
 #endif              // acquire's round trip then overlaps the stream instead of standing before the reds; where the
-                    // flag is not published yet, the wait after the loop is as before
+                    // flag is not published yet, the wait after the loop is as before. Measured (runs 140-142, H100,
+                    // T=16): -0.1 to -0.3 us on 4096x14336, +0.0 to +0.2 on 4096x4096; not promoted
 #ifndef ZPUB  // 1 (GRIDQ 2; ZLATE, LOCALQ, LLQ, SELFQ, PROBE 0): range 0 stores C's zeroed tile where it would zero it,
 #define ZPUB 0  // but publishes it (thread 0's release) only at the end of its loop's first trip, whose barrier has
 #endif          // ordered every thread's zeros: its fence then waits for a slot the second trip waits for anyway, not
                 // in front of the staging (run 141's trace, H100: range 0's CTAs ready 1.3 us after the others with
-                // RELADD's release alone, and still the last to end)
+                // RELADD's release alone, and still the last to end). Run 142: Q8IN 0.3-0.5 us faster on the long-K
+                // shapes, range 0 ready with the others (the Q8IN form takes it); the champion +4 % at the anchor
 #ifndef SKEW  // n = 1..3 (GRIDQ 2): the K ranges the GPU starts first (low blockIdx.y) take up to n super-blocks more and
 #define SKEW 0  // the last ones as many fewer (within XSHARED, a quarter of a range at most): a call's CTAs start as the call
 #endif          // before's leave, in blockIdx order, and run 118's trace had the last-started ones end ~1.7 us after

@@ -43,9 +43,9 @@ __device__ __forceinline__ bool tile_zeroed(const int* flag, int epoch) {
     return seen == epoch;
 }
 
-// seen: thread 0 has acquired the flag at this epoch already (tile_zeroed): only the barrier is left
-__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch, bool seen = false) {
-    if (threadIdx.x == 0 && !seen) {
+// acquired: thread 0 has acquired the flag at this epoch already (tile_zeroed): only the barrier is left
+__device__ __forceinline__ void wait_tile_zeroed(const int* flag, int epoch, bool acquired = false) {
+    if (threadIdx.x == 0 && !acquired) {
         int seen;
         for (long long polls = 0;; ++polls) {
             asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
