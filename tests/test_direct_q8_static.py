@@ -948,8 +948,7 @@ def test_q8in_quantizes_each_input_copy_once_when_prepared_then_each_call_is_the
     champion = {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "QFIRST": 1, "XPF": 1}
     params = mmq_direct_q8.FAMILY.q8_input(champion)
     assert params == {**champion, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 1, "ZPUB": 1, "ZLATE": 0,
-                      "LOCALQ": 0, "SPLITCOUNT": 0,
-                      "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
+                      "LOCALQ": 0, "SPLITCOUNT": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
     assert mmq_direct_q8.invalid_reason(params, "q4_K") is None
     assert mmq_direct_q8.FAMILY.q8_input({"RING": 2, "PDL": 2}) is None  # no GRIDQ 2: the GEMM has a pass of its own
     # the flag's release alone, in the loop's first trip, whatever the champion chose for its count's add and its zeros

@@ -164,8 +164,8 @@ def test_the_q8in_line_runs_the_champion_s_q8in_form_and_refuses_where_there_is_
     line = bench.LINES["champion_q8in"]
     family, params, origin = bench.line_choice(line, "q4_K", 4096, 14336, 16, "sm_90")
     assert (family, origin) == ("mmq_direct_q8", "champion of direct_q8 (regime)")
-    assert params == {**q8, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 1, "ZPUB": 1, "ZLATE": 0, "LOCALQ": 0, "SPLITCOUNT": 0, "LLQ": 0,
-                      "SELFQ": 0, "PACE": 0, "Q8IN": 1}
+    assert params == {**q8, "QFIRST": 0, "XPF": 0, "POLLACQ": 0, "RELADD": 1, "ZPUB": 1, "ZLATE": 0, "LOCALQ": 0,
+                      "SPLITCOUNT": 0, "LLQ": 0, "SELFQ": 0, "PACE": 0, "Q8IN": 1}
     assert params == dispatch.q8_input_params("mmq_direct_q8", q8)
     with pytest.raises(ValueError, match="champion_q8in: mmq_base .* no form for activations quantized"):
         bench.line_choice(line, "q4_K", 4096, 14336, 4096, "sm_90")
