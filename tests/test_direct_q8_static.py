@@ -247,7 +247,9 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1,
                                      "SMEMSUMS": 1, "XBULK": 1, "ZPUB": 1},
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
-                                     "SPLITCOUNT": 1, "ZPUB": 1}])
+                                     "SPLITCOUNT": 1, "ZPUB": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+                                     "RELADD": 1, "ZPUB": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):
     compiled = mmq_direct_q8.FAMILY.compile_only(params, qtype)

@@ -112,8 +112,10 @@ CONFIGS = [
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "BULK": 1, "QFIRST": 1, "SMEMSUMS": 1, "XBULK": 1, "ZPUB": 1,
      "SPLITK": 24},
     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "SPLITCOUNT": 1, "ZPUB": 1, "SPLITK": 24},
-    # the Q8IN form FAMILY.q8_input gives the T=16 champion (RELADD, ZPUB)
+    # the Q8IN form FAMILY.q8_input gives the T=16 champion (RELADD, ZPUB); the champion itself so (its count's add a
+    # red.release too)
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1, "RELADD": 1, "ZPUB": 1},
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "RELADD": 1, "ZPUB": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -191,7 +193,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (62, "q5_K"), (63, "q4_K"), (63, "q5_K"), (64, "q4_K"),
                                         (65, "q4_K"), (66, "q5_K"), (67, "q4_K"), (68, "q5_K"),
                                         (69, "q4_K"), (70, "q5_K"), (71, "q4_K"), (72, "q5_K"),
-                                        (73, "q4_K"), (73, "q5_K")])
+                                        (73, "q4_K"), (73, "q5_K"), (74, "q4_K"), (74, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
