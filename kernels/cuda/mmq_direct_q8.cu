@@ -856,6 +856,9 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
     // SPLITCOUNT: two counts a range, its first super-block's units (numbered first) and the rest's
     unsigned* range_count = SPLITCOUNT ? counters + 2 * (blockIdx.z * gridDim.y + blockIdx.y)
                                        : counters + blockIdx.z * gridDim.y + blockIdx.y;
+    // range 0's flag of this (row tile, token tile): the launch's epoch once C's tile is zeroed (computed where used)
+    auto tile_flag = [&] { return flags + blockIdx.z * gridDim.x + blockIdx.x; };
+    const int tile_epoch = static_cast<int>(epoch);
 #else
     constexpr bool ring_first = true;
     constexpr int local_sbs = 0;
@@ -968,8 +971,8 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
         // range 0 zeroes C's tile and publishes the epoch (ZLATE: before its loop); the others wait before their reds
         if (!ZLATE && !ZPUB && blockIdx.y == 0)
-            mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
-                                                          static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
+            mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(
+                C, tile_flag(), tile_epoch, blockIdx.x * WARPS * 16, tok0, M, T);
         if (ZPUB && blockIdx.y == 0)  // (published in the loop's first trip)
             mmq::store_zero_tile<16 * WARPS, kThreads>(C, blockIdx.x * WARPS * 16, tok0, M, T);
         if constexpr (Q8IN) { TRACE_MARK(1); }  // (stored before the launch: nothing to wait for)
@@ -1178,8 +1181,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 
 #if GRIDQ == 2 && ZLATE  // the activations' copies are in flight: the zeroing's fence overlaps them
     if (blockIdx.y == 0)
-        mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, flags + blockIdx.z * gridDim.x + blockIdx.x,
-                                                      static_cast<int>(epoch), blockIdx.x * WARPS * 16, tok0, M, T);
+        mmq::zero_tile<16 * WARPS, kThreads, !RELADD>(C, tile_flag(), tile_epoch, blockIdx.x * WARPS * 16, tok0, M, T);
 #endif
 #if GRIDQ == 2
     bool tile_zeroed = false;  // FLAGPEEK: thread 0 of a range past 0 has acquired range 0's flag mid-loop
@@ -1215,7 +1217,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #endif
 #if GRIDQ == 2 && FLAGPEEK  // after this trip's copies are issued, before its wait for the slot
         if (s == nrange / 2 && blockIdx.y > 0 && threadIdx.x == 0)
-            tile_zeroed = mmq::tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
+            tile_zeroed = mmq::tile_zeroed(tile_flag(), tile_epoch);
 #endif
 #if BULK
         if (s < 2) {  // this thread's copies of super-block s's activations (the only cp.async groups), then every thread's
@@ -1341,7 +1343,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         xrow[0] += kXUnitBytes, xrow[1] += kXUnitBytes;
 #if GRIDQ == 2 && ZPUB  // trip 0's barrier ordered every thread's zeros; its copies are in flight or landed
         if (s == 0 && blockIdx.y == 0)
-            mmq::publish_tile<!RELADD>(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch));
+            mmq::publish_tile<!RELADD>(tile_flag(), tile_epoch);
 #endif
     }
     if constexpr (PROBE == 2) {  // the prologue's copies land, as they would for the first super-block
@@ -1357,9 +1359,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #if CLUSTERQ
     if (blockIdx.y > 0) mmq::wait_tile_zeroed(flag, epoch);
 #elif GRIDQ == 2
-    if (blockIdx.y > 0)
-        mmq::wait_tile_zeroed(flags + blockIdx.z * gridDim.x + blockIdx.x, static_cast<int>(epoch),
-                              tile_zeroed);
+    if (blockIdx.y > 0) mmq::wait_tile_zeroed(tile_flag(), tile_epoch, tile_zeroed);
 #elif PASSFLAG
     wait_count(counters + gridDim.z * gridDim.y, epoch * pass_ctas);  // every pass CTA has zeroed its share of C
 #endif
