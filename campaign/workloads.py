@@ -111,6 +111,10 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     # regime gets its own champion (the dispatcher keys champions by regime)
     Suite("dense_tiny", grid([(4096, 14336)], [16]), parity="parity",
           description="llama.cpp anchor shape, T <= 16 (weight streaming, latency bound)"),
+    # the gate/up projection's shape at T = 16, for a champion of that one shape (--per-shape): RELADD + ZPUB
+    # took ~1 us off it and nothing off the anchor (perf log runs 144-145)
+    Suite("dense_tiny_up", grid([(14336, 4096)], [16]), parity="parity",
+          description="the gate/up projection shape (M 14336, K 4096), T = 16"),
     # the tiny regime's champion serves every shape (the dispatcher keys champions by type and regime,
     # not shape): a study that changes how K is split must see the shapes where the split differs
     Suite("dense_tiny_shapes", grid(list(DENSE_SHAPES), [1, 16]), parity="parity",
