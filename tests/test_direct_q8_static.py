@@ -249,6 +249,12 @@ def test_the_lever_judges_each_type_by_its_own_sizes():
                                     {"RING": 3, "XSHARED": 3, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
                                      "SPLITCOUNT": 1, "ZPUB": 1},
                                     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+                                     "RELADD": 1, "ZPUB": 1},
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
+                                     "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "RELADD": 1, "ZPUB": 1},
+                                    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2,
+                                     "SMEMSUMS": 1, "Q8IN": 1, "RELADD": 1, "ZPUB": 1},
+                                    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1,
                                      "RELADD": 1, "ZPUB": 1}])
 @pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
 def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params, qtype):

@@ -116,6 +116,13 @@ CONFIGS = [
     # red.release too)
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1, "RELADD": 1, "ZPUB": 1},
     {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1, "RELADD": 1, "ZPUB": 1},
+    # the H100's champion of the gate/up shape (run 146: 16 warps, RELADD, ZPUB), and its Q8IN form
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "QFIRST": 1, "SMEMSUMS": 1,
+     "RELADD": 1, "ZPUB": 1},
+    {"WARPS": 16, "MIN_BLOCKS": 1, "RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "SMEMSUMS": 1, "Q8IN": 1, "RELADD": 1,
+     "ZPUB": 1},
+    # q5_K's champion of that shape (its T=16 champion, QFIRST 0, with RELADD and ZPUB; its Q8IN form is configuration 73)
+    {"RING": 2, "SBMAJOR": 1, "PDL": 2, "GRIDQ": 2, "XPF": 1, "SMEMSUMS": 1, "RELADD": 1, "ZPUB": 1},
 ]
 # odd M (rows past M, a zero-padded last tile), T from 1 to several token tiles (tokens past T), K of 1 to 24
 # super-blocks; M not a multiple of 4 (the scalar reds)
@@ -193,7 +200,8 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (62, "q5_K"), (63, "q4_K"), (63, "q5_K"), (64, "q4_K"),
                                         (65, "q4_K"), (66, "q5_K"), (67, "q4_K"), (68, "q5_K"),
                                         (69, "q4_K"), (70, "q5_K"), (71, "q4_K"), (72, "q5_K"),
-                                        (73, "q4_K"), (73, "q5_K"), (74, "q4_K"), (74, "q5_K")])
+                                        (73, "q4_K"), (73, "q5_K"), (74, "q4_K"), (74, "q5_K"),
+                                        (75, "q4_K"), (76, "q4_K"), (77, "q5_K")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
