@@ -237,6 +237,31 @@ def test_every_promoted_f16_path_champion_runs_on_f16_activations():
     assert checked >= 20  # the wgmma champions of every type and regime, the direct one, the f16 tiles
 
 
+def test_every_promoted_champion_with_a_q8_input_form_is_valid_in_it():
+    """Each champion in the repo's champions.json that kernels.mmq runs on QuantizedActivations (its q8_input form:
+    the T=16 champions of each type, and the H100's records of the gate/up shape) is a valid configuration in that
+    form, so a call with activations quantized before it never fails where a float32 call runs."""
+    import json
+    from pathlib import Path
+
+    from gates.static import DEFAULT_SMEM_OPTIN
+    from kernels import families
+
+    levers = json.loads((Path(__file__).resolve().parents[1] / "champions.json").read_text())["levers"]
+    checked = []
+    for lever, records in levers.items():
+        for key, record in records.items():
+            params = dispatch.q8_input_params(record["family"], record["params"])
+            if params is None:
+                continue
+            why = families.get(record["family"]).invalid(params, key.split("/")[0],
+                                                         {"smem_per_block_optin": DEFAULT_SMEM_OPTIN})
+            assert why is None, f"{lever} {key}: {why}"
+            assert params["Q8IN"] == 1 and params["WARPS"] == record["params"]["WARPS"]
+            checked.append(key)
+    assert {"q4_K/sm_90/tiny", "q5_K/sm_90/tiny", "q4_K/sm_90:h100-80gb-hbm3/tiny/14336x4096"} <= set(checked)
+
+
 def test_kernels_mmq_is_the_dispatcher():
     import kernels
 
