@@ -1,8 +1,9 @@
-"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`; q4_K and q5_K):
+"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`; q4_K, q5_K, q6_K):
 the `direct` kernel's few-token structure (each warp streams its 16-row weight tile through its own cp.async ring; the CTA
 stages its K range's activations once; a split K's CTAs add into C with reds) on int8 tensor cores, with the
 activations quantized to int8 with one scale per 256 values (kernels.quant.quantize_q8_k; parity mode "int_k").
 Its loop is ~288 instructions per super-block and warp (16 IMMA, 2 HMMA) where the f16 kernel's is ~331 (34 HMMA).
+q6_K (tile_weights_q6_k): its 16 sub-blocks of 16 are 32 k16 IMMAs a super-block, each A word sign-extended from six bits.
 
 Parameters (compile time unless said):
   WARPS       warps per CTA, 16 weight rows each
@@ -190,8 +191,8 @@ from kernels import mmq_base
 MMQ_DIRECT_Q8_CU = Path(__file__).parent / "cuda" / "mmq_direct_q8.cu"
 TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
-QTYPES = ("q4_K", "q5_K")
-BLOCK_BYTES = {"q4_K": 144, "q5_K": 176}  # a super-block row; a ring slot is a warp tile's 16 of them
+QTYPES = ("q4_K", "q5_K", "q6_K")
+BLOCK_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210}  # a super-block row; a ring slot is a warp tile's 16 of them
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
@@ -379,6 +380,8 @@ def tile_weights(w_packed: np.ndarray, sb_major: bool = False, qtype: str = "q4_
     words need, qh[4t ..] and qh[16 + 4t ..], as 8 contiguous bytes at 16 + 8 t."""
     from kernels import mmq_direct
 
+    if qtype == "q6_K":
+        return tile_weights_q6_k(w_packed, sb_major)
     block = BLOCK_BYTES[qtype]
     m, row_bytes = w_packed.shape
     blocks = w_packed.reshape(m, row_bytes // block, block).copy()
@@ -389,6 +392,37 @@ def tile_weights(w_packed: np.ndarray, sb_major: bool = False, qtype: str = "q4_
         qh = blocks[..., 16:48].reshape(m, -1, 2, 4, 4)  # [row, sb, half h, lane t, byte i]: qh[16h + 4t + i]
         blocks[..., 16:48] = qh.transpose(0, 1, 3, 2, 4).reshape(m, -1, 32)  # -> [row, sb, t, h, i]
     return mmq_direct.tile_weights(blocks.reshape(m, row_bytes), TILE_ROWS, sb_major, block)
+
+
+def tile_weights_q6_k(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
+    """The kernel's layout of q6_K rows [M, K / 256 x 210], the same 210 bytes a row: the warp tiles of 16 rows as
+    tile_weights, each 3360-byte slot in four parts, [16 rows][128] low nibbles, [16][64] high bit pairs, [16][16]
+    scales, [16] d (f16), so that every lane's loads are aligned. Lane t of a quad reads its A fragments' low nibbles as
+    32 bytes at 128 r + 32 t: for chunk c (32-blocks 2c, 2c + 1) and part p (k 0..15, 16..31 of a 32-block), byte
+    8c + 4p + i is element 64c + 16p + 4t + i (low nibble) and element 64c + 32 + 16p + 4t + i (high nibble). Its high
+    bits are 16 bytes at 2048 + 64 r + 16 t: byte 4c + i holds, at bits 2f .. 2f + 1 (f = 2 jj + p), the high pair of
+    element 64c + 32 jj + 16p + 4t + i, XOR 2: so the six bits are q6 - 32 in two's complement (q6 XOR 32), and the
+    kernel sign-extends them to the int8 A bytes."""
+    from kernels import mmq_direct
+
+    m, row_bytes = w_packed.shape
+    nsb = row_bytes // 210
+    blocks = w_packed.reshape(m, nsb, 210)
+    ql = blocks[..., :128].reshape(m, nsb, 2, 2, 32)  # [row, sb, half n, ql[64n + 32h + l]]
+    qh = blocks[..., 128:192].reshape(m, nsb, 2, 1, 32)  # [row, sb, half n, qh[32n + l]]
+    # element 128 n + 32 g + l: low nibble of ql[64n + 32 (g & 1) + l] (g >= 2: its high one), high pair bits 2g of qh
+    low = np.concatenate([ql & 0xF, ql >> 4], axis=3)  # [row, sb, n, g, l]
+    high = np.concatenate([(qh >> (2 * g)) & 3 for g in range(4)], axis=3) ^ 2
+    low = low.reshape(m, nsb, 4, 2, 2, 4, 4)  # [row, sb, c, jj, p, t, i]: element 64c + 32jj + 16p + 4t + i
+    high = high.reshape(m, nsb, 4, 2, 2, 4, 4)
+    nibbles = (low[:, :, :, 0] | (low[:, :, :, 1] << 4)).transpose(0, 1, 4, 2, 3, 5).reshape(m, nsb, 128)  # [t, c, p, i]
+    pairs = sum(high[:, :, :, jj, p] << (2 * (2 * jj + p)) for jj in range(2) for p in range(2))  # [row, sb, c, t, i]
+    pairs = pairs.astype(np.uint8).transpose(0, 1, 3, 2, 4).reshape(m, nsb, 64)  # [t, c, i]
+    rows = np.concatenate([nibbles, pairs, blocks[..., 192:210]], axis=2).reshape(m, row_bytes)
+    tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, 210)
+    slots = tiled.reshape(-1, TILE_ROWS, 210)
+    parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in ((0, 128), (128, 192), (192, 208), (208, 210))]
+    return np.concatenate(parts, axis=1).reshape(tiled.shape)
 
 
 def pass_outputs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -100,10 +100,87 @@ def q5_word(qs: np.ndarray, qh: np.ndarray, j: int) -> np.ndarray:
     return q | (moved & np.uint32(0x10101010))
 
 
+def mma_k16(a0: np.ndarray, a1: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """mma.sync m16n8k16 row.col s32.s8.s8 from zero: a0 / a1 [32] uint32 (row g / g + 8, k 4t..), b (k 4t.. of column
+    g); returns d [32, 4] as mma_k32."""
+    A = np.zeros((16, 16), np.int64)
+    B = np.zeros((16, 8), np.int64)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        A[g, 4 * t:4 * t + 4] = np.frombuffer(np.uint32(a0[lane]).tobytes(), np.int8)
+        A[g + 8, 4 * t:4 * t + 4] = np.frombuffer(np.uint32(a1[lane]).tobytes(), np.int8)
+        B[4 * t:4 * t + 4, g] = np.frombuffer(np.uint32(b[lane]).tobytes(), np.int8)
+    D = A @ B
+    return np.stack([D[G, 2 * T4], D[G, 2 * T4 + 1], D[G + 8, 2 * T4], D[G + 8, 2 * T4 + 1]], axis=1)
+
+
+def q6_word(qs: np.ndarray, qh: np.ndarray, jj: int, f: int) -> np.ndarray:
+    """q6_word() of the .cu: the int8 bytes q6 - 32 of 32-block 2c + jj, part p (f = 2 jj + p), from a low-nibble word
+    and the high-pair word of the same 4 positions: the six bits (q6 XOR 32) sign-extended."""
+    low = ((qs >> np.uint32(4)) if jj else qs) & np.uint32(0x0F0F0F0F)
+    moved = (qh << np.uint32(4 - 2 * f)) if f <= 2 else (qh >> np.uint32(2 * f - 4))
+    six = low | (moved & np.uint32(0x30303030))
+    return (six + (moved & np.uint32(0x20202020)) * np.uint32(6)).astype(np.uint32)
+
+
+def emulate_q6_k(problem, splits: int, sb_major: bool = False) -> np.ndarray:
+    """C [T, M] as mmq_direct_q8_gemm computes it for q6_K (QTYPE 2) from the pass's outputs: each slot's four parts
+    (tile_weights_q6_k) read at the kernel's offsets, a k16 mma a 16-sub-block with its int8 scale on the exact int32
+    sum, then d (f16) and the activation scale once per super-block."""
+    w = problem.workload
+    M, K, T = w.M, w.K, w.T
+    nsb, tiles = K // 256, -(-M // 16)
+    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, "q6_K").reshape(-1)
+    q8, d8, _ = mmq_direct_q8.pass_outputs(problem.x)
+    C = np.zeros((T, M), np.float32)
+    for tile in range(tiles):
+        for y in range(splits):
+            sb_begin, sb_end = y * nsb // splits, (y + 1) * nsb // splits
+            acc = np.zeros((32, 2, 4), np.float32)
+            tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]
+            for sb in range(sb_begin, sb_end):
+                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * 3360
+                slot = uploaded[at:at + 3360]
+                rows = [G, G + 8]
+                qh = [words(np.stack([slot[2048 + 64 * r[ln] + 16 * T4[ln]:][:16] for ln in LANES])) for r in rows]
+                sc = [np.stack([slot[3072 + 16 * r[ln]:][:16] for ln in LANES]).view(np.int8).astype(np.int64)
+                      for r in rows]
+                dw = [np.stack([slot[3328 + 2 * r[ln]:][:2] for ln in LANES]).view(np.float16)[:, 0].astype(np.float32)
+                      for r in rows]
+                isum = np.zeros((32, 2, 4), np.int64)
+                for half in range(2):
+                    wg, wh = (words(np.stack([slot[128 * r[ln] + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
+                              for r in rows)
+                    for cc in range(2):
+                        c = 2 * half + cc
+                        b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
+                             for n in range(2)]
+                        for jj in range(2):
+                            for p in range(2):
+                                f = 2 * jj + p
+                                a0 = q6_word(wg[:, 2 * cc + p], qh[0][:, c], jj, f)
+                                a1 = q6_word(wh[:, 2 * cc + p], qh[1][:, c], jj, f)
+                                for n in range(2):
+                                    d = mma_k16(a0, a1, b[n][:, f])
+                                    for e in range(4):
+                                        isum[:, n, e] += d[:, e] * sc[e >> 1][:, 4 * c + f]
+                assert np.abs(isum).max() < 2**31
+                for n in range(2):
+                    tokens = np.minimum(8 * n + 2 * T4[:, None] + np.arange(2), 15)
+                    scale = d8[0, sb][tokens]
+                    for e in range(4):
+                        v = (dw[e >> 1] * isum[:, n, e].astype(np.float32)).astype(np.float32)
+                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v + acc[:, n, e]).astype(np.float32)
+            red_fragment_pair(acc, C, tile * 16, 0, M, T)
+    return C
+
+
 def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
     at the kernel's byte offset into the uploaded weights (q4_K or q5_K: QTYPE 0 or 1)."""
     w = problem.workload
+    if w.qtype == "q6_K":
+        return emulate_q6_k(problem, splits, sb_major)
     M, K, T = w.M, w.K, w.T
     q5 = w.qtype == "q5_K"
     nsb, tiles = K // 256, -(-M // 16)

@@ -13,6 +13,10 @@ from kernels.family import Workload
 from gates import parity
 from gates.inputs import random_problem
 
+# q4_K and q5_K: 8 sub-blocks of 32 with a min (the pass's sums read, a k32 mma a sub-block); q6_K's layout and decode
+# are its own (tile_weights_q6_k; tests/test_direct_q8_emulation.py checks its bytes against the int_k contract)
+WITH_MIN = ("q4_K", "q5_K")
+
 
 def loop_q8_k(x: np.ndarray):
     """quantize_q8_k written block by block in plain Python float32 arithmetic (numpy scalars)."""
@@ -57,7 +61,7 @@ def test_the_int_k_reference_is_the_dequantized_product_in_float64():
     assert np.all(np.abs(refs["int"].astype(np.float64) - refs["float64"]) <= refs["bound"] + 1e-6)
 
 
-@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("qtype", WITH_MIN)
 def test_tile_weights_puts_each_byte_where_the_kernel_reads_it(qtype):
     """The head as it is; lane t's qs bytes of chunk c at qs + 32 t + 8 c (qs[32c + 4t ..], qs[32c + 16 + 4t ..]);
     q5_K's qh bytes of the same positions at 16 + 8 t (qh[4t ..], qh[16 + 4t ..])."""
@@ -183,11 +187,15 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
-    assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q6_K")
-    # q5_K's 176-byte rows make a ring slot 2816 bytes: the same configuration may fit q4_K and not q5_K
+    assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q8_0")
+    # q5_K's 176-byte rows make a ring slot 2816 bytes (q6_K's 210: 3360): the same configuration may fit q4_K and
+    # not q5_K, or q5_K and not q6_K
     limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({"RING": 6, "WARPS": 16}, "q4_K")}
     assert mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q4_K", limit) is None
     assert "shared memory" in mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q5_K", limit)
+    limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({"RING": 6, "WARPS": 16}, "q5_K")}
+    assert mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q5_K", limit) is None
+    assert "shared memory" in mmq_direct_q8.invalid_reason({"RING": 6, "WARPS": 16}, "q6_K", limit)
 
 
 def test_the_lever_judges_each_type_by_its_own_sizes():
@@ -267,8 +275,11 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     p = mmq_direct_q8.full_params(params)
     assert gemm["registers"] <= 65536 // (32 * p["WARPS"] * p["MIN_BLOCKS"])
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
-    assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
-    assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
+    if qtype == "q6_K":  # 16 sub-blocks of 16 x 2 token halves, once in the loop; no min
+        assert sass.count("IMMA.16816.S8.S8") == 32 and "IMMA.16832" not in sass and "HMMA" not in sass
+    else:
+        assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
+        assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half
     assert ("UBLKCP" in sass) == bool(params.get("BULK") or params.get("XBULK") or params.get("SELFQ"))
     # cp.async: the weights' pieces (BULK 0) and the staged activations (all but CLUSTERQ, which quantizes them itself,
     # and XBULK, whose copy engine stages them)
@@ -620,7 +631,7 @@ def test_qfirst_copies_a_quantizing_ctas_ring_after_its_add(qtype, bulk):
     assert before > 0 and q_before == before and q_after == after + before
 
 
-@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("qtype", WITH_MIN)
 def test_smemsums_reads_the_scales_and_sums_from_shared_memory_not_l2(qtype):
     """SMEMSUMS 1 (GRIDQ 2): the loop's 8-byte loads of the sums and scales (LDG.E.64 through L2, four a super-block) become
     shared-memory loads (LDS.64), staged by more cp.async (LDGSTS) before the loop, in a CTA that takes the sums'
@@ -828,7 +839,7 @@ def test_the_loops_waits_are_what_a_model_of_its_copy_groups_allows(ring, early,
     assert found == {tight[0], tight[1], ring - 1}
 
 
-@pytest.mark.parametrize("qtype", mmq_direct_q8.QTYPES)
+@pytest.mark.parametrize("qtype", WITH_MIN)
 def test_llq_stores_fenced_lines_with_no_count_and_loads_them_all_at_once(qtype):
     """LLQ against the same GRIDQ 2 kernel with its count (16 warps, one CTA an SM): the count's add (ATOM) gone and its
     fence, after a CTA barrier, now each storing thread's own (as many MEMBARs); the units' lines stored by strong

@@ -15,6 +15,8 @@
 // one f16 m16n8k16 of f16(m_j) (exact) by bsum_j = hi_j + lo_j (hi = f16(bsum), lo = bsum - hi, both exact).
 // q5_K (QTYPE 1): the same with q in 0..31, its fifth bit from qh (bit j of qh[l]: element l of sub-block j). A is q5 as u8
 // for both nibbles of a byte (the high ones shifted down: 16 q5 would not fit), so both I_j are 1x and the sum is 16 (lo + hi).
+// q6_K (QTYPE 2): 16 sub-blocks of 16 with int8 scales, no min: y += d8 d float(sum_j sc_j I_j), I_j = sum_k (q6_k - 32)
+// q8_k, one m16n8k16 s8 x s8 mma a sub-block (its A bytes q6 - 32, sign-extended from six bits); the pass's sums unread.
 //
 // Layouts (kernels/mmq_direct_q8.py writes the weights, direct_q8_pass the activations):
 //   weights  [M / 16 tiles][K / 256][16 rows][144]: a tile's super-block is one contiguous 2304-byte ring slot. Each
@@ -35,8 +37,8 @@
 #include "tile_flags.cuh"  // CLUSTERQ: range 0 zeroes C's tile
 #include "wgmma_smem.cuh"  // fence_proxy_async (BULK)
 
-#if QTYPE != 0 && QTYPE != 1
-#error "mmq_direct_q8.cu: q4_K (QTYPE 0) or q5_K (QTYPE 1)"
+#if QTYPE != 0 && QTYPE != 1 && QTYPE != 2
+#error "mmq_direct_q8.cu: q4_K (QTYPE 0), q5_K (QTYPE 1) or q6_K (QTYPE 2)"
 #endif
 #ifndef WARPS  // warps per CTA, 16 weight rows each
 #define WARPS 8
@@ -270,7 +272,7 @@ __device__ unsigned dq8_trace_n, dq8_trace_started[2];
 namespace dq8 {
 
 constexpr int kThreads = 32 * WARPS;
-constexpr int kBlockBytes = QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
+constexpr int kBlockBytes = QTYPE == 2 ? 210 : QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
 constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kEarlySlots = EARLYSLOTS ? EARLYSLOTS : RING - 1;  // ring slots copied before the activations' groups
@@ -391,6 +393,12 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], ui
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
 }
 
+__device__ __forceinline__ void mma_s8s8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+
 __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%4,%5}, {%6,%7}, "
                  "{%8,%8,%8,%8};\n"
@@ -412,6 +420,17 @@ __device__ __forceinline__ uint32_t q5_word(uint32_t qs, uint32_t qh, int j) {
     const uint32_t q = (j & 1 ? qs >> 4 : qs) & 0x0F0F0F0Fu;
     return q | ((j <= 4 ? qh << (4 - j) : qh >> (j - 4)) & 0x10101010u);
 }
+
+// q6_K's A word of 32-block 2c + jj, part p (f = 2 jj + p), from the low-nibble word of its 4 bytes and their
+// high-pair word (kernels/mmq_direct_q8.py tile_weights_q6_k: the pairs XOR 2, so the six bits are q6 - 32 in two's
+// complement): bit 5 of each byte copied to bits 6 and 7 by adding 6 x it (no carry leaves a byte)
+__device__ __forceinline__ uint32_t q6_word(uint32_t qs, uint32_t qh, int jj, int f) {
+    const uint32_t low = (jj ? qs >> 4 : qs) & 0x0F0F0F0Fu;
+    const uint32_t moved = f <= 2 ? qh << (4 - 2 * f) : qh >> (2 * f - 4);
+    return (low | (moved & 0x30303030u)) + (moved & 0x20202020u) * 6u;
+}
+
+__device__ __forceinline__ uint32_t word_of(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 __device__ __forceinline__ RowScales row_scales(uint4 head, int t) {
     RowScales s;
@@ -1269,6 +1288,63 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
         }
 #endif
         if (s == 0) TRACE_MARK(2);
+        // lane t's B words of chunk c (k 4t .., 16 + 4t .. of its 32-blocks 2c, 2c + 1) for token row g + 8n
+        auto chunk_b = [&](int n, int c) {
+            if constexpr (LLQ) {  // words 4t .. 4t + 3 of the chunk: lines 8c + 2t, 8c + 2t + 1
+                const uint4 l0 = lds_line(xrow[n] + 128 * c), l1 = lds_line(xrow[n] + 128 * c + 16);
+                return make_uint4(l0.x, l0.z, l1.x, l1.z);
+            } else {
+                return *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
+            }
+        };
+#if QTYPE == 2
+        const uint8_t* slot = ring + (s % RING) * kSlotBytes;  // [16][128] nibbles, [16][64] pairs, [16][16] sc, [16] d
+        if constexpr (PROBE == 1) {
+            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 128 * g + 16 * t) & 0x007FFFFFu);
+            continue;
+        }
+        const uint4 qh6[2] = {*reinterpret_cast<const uint4*>(slot + 2048 + 64 * g + 16 * t),
+                              *reinterpret_cast<const uint4*>(slot + 2048 + 64 * (g + 8) + 16 * t)};
+        const uint4 sc6[2] = {*reinterpret_cast<const uint4*>(slot + 3072 + 16 * g),
+                              *reinterpret_cast<const uint4*>(slot + 3072 + 16 * (g + 8))};
+        const float d6[2] = {__half2float(*reinterpret_cast<const __half*>(slot + 3328 + 2 * g)),
+                             __half2float(*reinterpret_cast<const __half*>(slot + 3328 + 2 * (g + 8)))};
+        int isum6[2][4] = {};  // sum_j sc_j I_j per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // chunks 2 half, 2 half + 1: one 16-byte load per row
+            const uint4 wg = *reinterpret_cast<const uint4*>(slot + 128 * g + 32 * t + 16 * half);
+            const uint4 wh = *reinterpret_cast<const uint4*>(slot + 128 * (g + 8) + 32 * t + 16 * half);
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+                const int c = 2 * half + cc;
+                const uint4 b[2] = {chunk_b(0, c), chunk_b(1, c)};
+#pragma unroll
+                for (int f = 0; f < 4; ++f) {  // 32-block 2c + f / 2, part f % 2: sub-block 4c + f
+                    const int jj = f >> 1, p = f & 1;
+                    const uint32_t a0 = q6_word(word_of(wg, 2 * cc + p), word_of(qh6[0], c), jj, f);
+                    const uint32_t a1 = q6_word(word_of(wh, 2 * cc + p), word_of(qh6[1], c), jj, f);
+#pragma unroll
+                    for (int n = 0; n < 2; ++n) {
+                        int d[4];
+                        mma_s8s8_k16(d, a0, a1, word_of(b[n], f));
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int sc = static_cast<int8_t>(word_of(sc6[e >> 1], c) >> (8 * f));
+                            isum6[n][e] += d[e] * sc;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {  // the super-block's f32 step: d8 d float(isum) per element
+            const float2 scale = staged_scales(d8 + 8 * n);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, d6[e >> 1] * static_cast<float>(isum6[n][e]), acc[n][e]);
+            sums[n] += 4;
+        }
+#else
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
         if constexpr (PROBE == 1) {
             acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 16 * t) & 0x007FFFFFu);
@@ -1294,14 +1370,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 const int c = 2 * half + cc;
                 uint4 b[2];
 #pragma unroll
-                for (int n = 0; n < 2; ++n) {
-                    if constexpr (LLQ) {  // words 4t .. 4t + 3 of the chunk: lines 8c + 2t, 8c + 2t + 1
-                        const uint4 l0 = lds_line(xrow[n] + 128 * c), l1 = lds_line(xrow[n] + 128 * c + 16);
-                        b[n] = make_uint4(l0.x, l0.z, l1.x, l1.z);
-                    } else {
-                        b[n] = *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
-                    }
-                }
+                for (int n = 0; n < 2; ++n) b[n] = chunk_b(n, c);
 #pragma unroll
                 for (int hi = 0; hi < 2; ++hi) {  // sub-block 2c + hi: the low nibbles (q) or the high ones (16 q; q5_K: q)
 #if QTYPE == 1
@@ -1339,6 +1408,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             }
             sums[n] += 4;
         }
+#endif
         d8 += 16;
         xrow[0] += kXUnitBytes, xrow[1] += kXUnitBytes;
 #if GRIDQ == 2 && ZPUB  // trip 0's barrier ordered every thread's zeros; its copies are in flight or landed
