@@ -145,7 +145,7 @@ def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
 
 
 # q6_K's decode (its own layout, k16 mmas, no min) under the launch, staging and count forms the switches give
-Q6_CONFIGS = [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 57, 63, 74, 75, 76]
+Q6_CONFIGS = [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76]  # (57: SELFQ 6 at 16 warps does not fit)
 
 
 @pytest.mark.parametrize("cfg, qtype", [(i, q) for i in range(len(CONFIGS)) for q in ("q4_K", "q5_K")]
