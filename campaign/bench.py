@@ -91,8 +91,8 @@ LINES = {"dequant_cublas": Line("dequant_cublas", "dequant_cublas"),
          # weights straight from global memory into mma.sync fragments (q4_K, few tokens)
          "mmq_direct": Line("mmq_direct", "mmq_direct", "direct", types=("q4_K",)),
          "mmq_direct_x16": Line("mmq_direct_x16", "mmq_direct", "direct", types=("q4_K",), f16_input=True),
-         # the same structure on int8 tensor cores (q4_K, q5_K, q6_K), activations int8 per 256 (its pass counted)
-         "mmq_direct_q8": Line("mmq_direct_q8", "mmq_direct_q8", "direct_q8", types=("q4_K", "q5_K", "q6_K")),
+         # the same structure on int8 tensor cores (every type), activations int8 per 256 (its pass counted)
+         "mmq_direct_q8": Line("mmq_direct_q8", "mmq_direct_q8", "direct_q8", types=("q4_K", "q5_K", "q6_K", "q8_0")),
          # the unquantized anchor: bf16 weights already in memory, torch.mm alone
          "bf16_cublas": Line("bf16_cublas", "dequant_cublas", None, (("dequant_each_call", False),)),
          # the same with cuBLAS writing f32, the output the MMQ kernels write

@@ -1,6 +1,7 @@
 """Lever `direct_q8`: the `direct` lever's few-token q4_K GEMM on int8 tensor cores (kernels/cuda/mmq_direct_q8.cu),
 and q5_K (its fifth bit from qh, one SHF and two LOP3 more per A word), and q6_K (its sub-blocks of 16 a k16 IMMA
-each, the A bytes q6 - 32 sign-extended from six bits, no min; the weights in its own 210-byte layout).
+each, the A bytes q6 - 32 sign-extended from six bits, no min; the weights in its own 210-byte layout), and q8_0
+(its int8 weights the A words as they are, a k32 IMMA a block, each block's f16 scale applied in f32).
 The f16 direct kernel spends ~331 instructions per super-block and warp (perf log runs 69-81), in a loop that issues
 about every other cycle: each weight pair is a LOP3 and an HFMA2, each k16 step an HMMA. With int8 activations and
 one scale per 256 (quant.quantize_q8_k, parity "int_k") a weight word is one LOP3 (q or 16 q as u8), a k32 step one
@@ -78,7 +79,7 @@ LEVER = Lever(
     incumbent="direct",
     valid=lambda params, info, qtype: mmq_direct_q8.invalid_reason(params, qtype, info),
     margin=0.02,
-    sass_claims=("IMMA",),  # (q4_K / q5_K add the min term by one HMMA; q6_K has none)
+    sass_claims=("IMMA",),  # (q4_K / q5_K add the min term by one HMMA; q6_K and q8_0 have none)
     description="q4_K / q5_K weights straight into int8 mma.sync fragments, activations int8 with one scale per 256 "
                 "(few tokens)",
 )

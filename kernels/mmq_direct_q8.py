@@ -1,9 +1,10 @@
-"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`; q4_K, q5_K, q6_K):
+"""Launcher of the int8 direct-fragment kernel (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`; q4_K .. q6_K, q8_0):
 the `direct` kernel's few-token structure (each warp streams its 16-row weight tile through its own cp.async ring; the CTA
 stages its K range's activations once; a split K's CTAs add into C with reds) on int8 tensor cores, with the
 activations quantized to int8 with one scale per 256 values (kernels.quant.quantize_q8_k; parity mode "int_k").
 Its loop is ~288 instructions per super-block and warp (16 IMMA, 2 HMMA) where the f16 kernel's is ~331 (34 HMMA).
 q6_K (tile_weights_q6_k): its 16 sub-blocks of 16 are 32 k16 IMMAs a super-block, each A word sign-extended from six bits.
+q8_0 (tile_weights_q8_0): its weights are the A words as they are, a k32 s8 IMMA a block, its f16 d applied in f32.
 
 Parameters (compile time unless said):
   WARPS       warps per CTA, 16 weight rows each
@@ -191,8 +192,9 @@ from kernels import mmq_base
 MMQ_DIRECT_Q8_CU = Path(__file__).parent / "cuda" / "mmq_direct_q8.cu"
 TOKEN_TILE = 16
 TILE_ROWS = 16  # a warp's weight tile
-QTYPES = ("q4_K", "q5_K", "q6_K")
-BLOCK_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210}  # a super-block row; a ring slot is a warp tile's 16 of them
+QTYPES = ("q4_K", "q5_K", "q6_K", "q8_0")
+# the bytes of 256 weights of a row (q8_0: 8 blocks of 34); a ring slot is a warp tile's 16 of them
+BLOCK_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210, "q8_0": 272}
 WARP_COUNTS = (2, 4, 8, 12, 16)
 DEFAULTS = {"WARPS": 8, "MIN_BLOCKS": 2, "RING": 4, "XSHARED": 8, "PDL": 1, "BULK": 0, "GRIDQ": 0, "SBMAJOR": 0,
             "L2AHEAD": 0, "CLUSTERQ": 0, "PROBE": 0, "NOPASS": 0, "PASSONLY": 0, "PASSTHREADS": 256, "PASSTRIG": 0,
@@ -382,6 +384,8 @@ def tile_weights(w_packed: np.ndarray, sb_major: bool = False, qtype: str = "q4_
 
     if qtype == "q6_K":
         return tile_weights_q6_k(w_packed, sb_major)
+    if qtype == "q8_0":
+        return tile_weights_q8_0(w_packed, sb_major)
     block = BLOCK_BYTES[qtype]
     m, row_bytes = w_packed.shape
     blocks = w_packed.reshape(m, row_bytes // block, block).copy()
@@ -422,6 +426,25 @@ def tile_weights_q6_k(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarra
     tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, 210)
     slots = tiled.reshape(-1, TILE_ROWS, 210)
     parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in ((0, 128), (128, 192), (192, 208), (208, 210))]
+    return np.concatenate(parts, axis=1).reshape(tiled.shape)
+
+
+def tile_weights_q8_0(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
+    """The kernel's layout of q8_0 rows [M, K / 32 x 34], the same 272 bytes per 256 weights: the warp tiles of 16 rows
+    as tile_weights, each 4352-byte slot in two parts, [16 rows][256] weights and [16 rows][8] d (f16), so that every
+    lane's loads are aligned. Lane t of a quad reads its A fragments as 64 bytes at 256 r + 64 t: for block j, bytes
+    8j .. 8j + 3 are qs[4t ..] and 8j + 4 .. 8j + 7 are qs[16 + 4t ..] of block j (k 4t .., 16 + 4t ..)."""
+    from kernels import mmq_direct
+
+    m, row_bytes = w_packed.shape
+    nsb = row_bytes // 272
+    blocks = w_packed.reshape(m, nsb, 8, 34)
+    qs = blocks[..., 2:].reshape(m, nsb, 8, 2, 4, 4)  # [row, sb, j, p, t, i]: qs[16p + 4t + i] of block j
+    weights = qs.transpose(0, 1, 4, 2, 3, 5).reshape(m, nsb, 256)  # -> [t, j, p, i]
+    rows = np.concatenate([weights, blocks[..., :2].reshape(m, nsb, 16)], axis=2).reshape(m, row_bytes)
+    tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, 272)
+    slots = tiled.reshape(-1, TILE_ROWS, 272)
+    parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in ((0, 256), (256, 272))]
     return np.concatenate(parts, axis=1).reshape(tiled.shape)
 
 

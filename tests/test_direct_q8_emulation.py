@@ -21,16 +21,16 @@ def words(raw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(raw).view(np.uint32)
 
 
-def mma_k32(a: list, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
-    """mma.sync m16n8k32 row.col s32.u8.s8 from zero: a[i] [32] uint32 (a0: row g, k 4t..; a1: row g + 8; a2: row g,
-    k 16 + 4t..; a3: row g + 8), b0/b1 [32] (k 4t.. / 16 + 4t.. of column g); returns d [32, 4] (d0, d1: row g,
-    columns 2t, 2t + 1; d2, d3: row g + 8)."""
+def mma_k32(a: list, b0: np.ndarray, b1: np.ndarray, signed: bool = False) -> np.ndarray:
+    """mma.sync m16n8k32 row.col s32.u8.s8 (signed: s8.s8) from zero: a[i] [32] uint32 (a0: row g, k 4t..; a1: row
+    g + 8; a2: row g, k 16 + 4t..; a3: row g + 8), b0/b1 [32] (k 4t.. / 16 + 4t.. of column g); returns d [32, 4] (d0,
+    d1: row g, columns 2t, 2t + 1; d2, d3: row g + 8)."""
     A = np.zeros((16, 32), np.int64)
     B = np.zeros((32, 8), np.int64)
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         for reg, (row, k0) in enumerate([(g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t)]):
-            A[row, k0:k0 + 4] = np.frombuffer(np.uint32(a[reg][lane]).tobytes(), np.uint8)
+            A[row, k0:k0 + 4] = np.frombuffer(np.uint32(a[reg][lane]).tobytes(), np.int8 if signed else np.uint8)
         B[4 * t:4 * t + 4, g] = np.frombuffer(np.uint32(b0[lane]).tobytes(), np.int8)
         B[16 + 4 * t:20 + 4 * t, g] = np.frombuffer(np.uint32(b1[lane]).tobytes(), np.int8)
     D = A @ B
@@ -175,12 +175,58 @@ def emulate_q6_k(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     return C
 
 
+def emulate_q8_0(problem, splits: int, sb_major: bool = False) -> np.ndarray:
+    """C [T, M] as mmq_direct_q8_gemm computes it for q8_0 (QTYPE 3) from the pass's outputs: the A words read as they
+    are at the kernel's offsets (tile_weights_q8_0), a k32 s8 x s8 mma a block, its exact int32 times the block's d in
+    f32, summed over the super-block's 8 blocks, then the activation scale once per super-block."""
+    w = problem.workload
+    M, K, T = w.M, w.K, w.T
+    nsb, tiles = K // 256, -(-M // 16)
+    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, "q8_0").reshape(-1)
+    q8, d8, _ = mmq_direct_q8.pass_outputs(problem.x)
+    C = np.zeros((T, M), np.float32)
+    for tile in range(tiles):
+        for y in range(splits):
+            sb_begin, sb_end = y * nsb // splits, (y + 1) * nsb // splits
+            acc = np.zeros((32, 2, 4), np.float32)
+            tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]
+            for sb in range(sb_begin, sb_end):
+                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * 4352
+                slot = uploaded[at:at + 4352]
+                rows = [G, G + 8]
+                dw = [np.stack([slot[4096 + 16 * r[ln]:][:16] for ln in LANES]).view(np.float16).astype(np.float32)
+                      for r in rows]  # [32, 8] per row
+                wq = [words(np.stack([slot[256 * r[ln] + 64 * T4[ln]:][:64] for ln in LANES])) for r in rows]  # [32, 16]
+                fsum = np.zeros((32, 2, 4), np.float32)
+                for c in range(4):
+                    b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
+                         for n in range(2)]
+                    for jj in range(2):
+                        j = 2 * c + jj
+                        a = [wq[0][:, 2 * j], wq[1][:, 2 * j], wq[0][:, 2 * j + 1], wq[1][:, 2 * j + 1]]
+                        for n in range(2):
+                            d = mma_k32(a, b[n][:, 2 * jj], b[n][:, 2 * jj + 1], signed=True)
+                            for e in range(4):
+                                fsum[:, n, e] = (dw[e >> 1][:, j] * d[:, e].astype(np.float32) + fsum[:, n, e]).astype(
+                                    np.float32)
+                for n in range(2):
+                    tokens = np.minimum(8 * n + 2 * T4[:, None] + np.arange(2), 15)
+                    scale = d8[0, sb][tokens]
+                    for e in range(4):
+                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * fsum[:, n, e] + acc[:, n, e]).astype(
+                            np.float32)
+            red_fragment_pair(acc, C, tile * 16, 0, M, T)
+    return C
+
+
 def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
     at the kernel's byte offset into the uploaded weights (q4_K or q5_K: QTYPE 0 or 1)."""
     w = problem.workload
     if w.qtype == "q6_K":
         return emulate_q6_k(problem, splits, sb_major)
+    if w.qtype == "q8_0":
+        return emulate_q8_0(problem, splits, sb_major)
     M, K, T = w.M, w.K, w.T
     q5 = w.qtype == "q5_K"
     nsb, tiles = K // 256, -(-M // 16)

@@ -13,8 +13,9 @@ from kernels.family import Workload
 from gates import parity
 from gates.inputs import random_problem
 
-# q4_K and q5_K: 8 sub-blocks of 32 with a min (the pass's sums read, a k32 mma a sub-block); q6_K's layout and decode
-# are its own (tile_weights_q6_k; tests/test_direct_q8_emulation.py checks its bytes against the int_k contract)
+# q4_K and q5_K: 8 sub-blocks of 32 with a min (the pass's sums read, a k32 mma a sub-block); q6_K's and q8_0's
+# layouts and decodes are their own (tile_weights_q6_k, tile_weights_q8_0; tests/test_direct_q8_emulation.py checks
+# their bytes against the int_k contract)
 WITH_MIN = ("q4_K", "q5_K")
 
 
@@ -187,7 +188,7 @@ def test_the_pass_layout_holds_each_b_fragment_where_lane_t_reads_it():
 ])
 def test_invalid_configurations_say_why(params, reason):
     assert reason in mmq_direct_q8.invalid_reason(params, "q4_K", {"smem_per_block_optin": 232448})
-    assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q8_0")
+    assert "no int8 direct-fragment decoder" in mmq_direct_q8.invalid_reason({}, "q2_K")
     # q5_K's 176-byte rows make a ring slot 2816 bytes (q6_K's 210: 3360): the same configuration may fit q4_K and
     # not q5_K, or q5_K and not q6_K
     limit = {"smem_per_block_optin": mmq_direct_q8.smem_bytes({"RING": 6, "WARPS": 16}, "q4_K")}
@@ -277,6 +278,8 @@ def test_every_configuration_compiles_on_int8_tensor_cores_without_spills(params
     sass = compiled.sass.split("Function : mmq_direct_q8_gemm")[1].split("Function :")[0]
     if qtype == "q6_K":  # 16 sub-blocks of 16 x 2 token halves, once in the loop; no min
         assert sass.count("IMMA.16816.S8.S8") == 32 and "IMMA.16832" not in sass and "HMMA" not in sass
+    elif qtype == "q8_0":  # 8 blocks of 32 x 2 token halves, signed weights as they are; no min
+        assert sass.count("IMMA.16832.S8.S8") == 16 and "IMMA.16832.U8" not in sass and "HMMA" not in sass
     else:
         assert sass.count("IMMA.16832.U8.S8") == 16  # 8 sub-blocks x 2 token halves, once in the loop
         assert sass.count("HMMA.16816.F32") == 2  # the min term, once per token half

@@ -1,4 +1,4 @@
-"""The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, q4_K, q5_K, q6_K): parity under the
+"""The int8 direct kernel on the GPU (kernels/cuda/mmq_direct_q8.cu, lever `direct_q8`, every type): parity under the
 "int_k" contract (tight against the integer reference on quantize_q8_k's activations, loose against float64),
 the output poisoned with NaN first; the pass's three outputs byte for byte against numpy; launch after launch
 into the same output (the pass zeroes C every call before the splits' reds; GRIDQ's one launch does the pass's work
@@ -144,12 +144,13 @@ def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
     assert not reason, f"{where}: {reason} ({numbers})"
 
 
-# q6_K's decode (its own layout, k16 mmas, no min) under the launch, staging and count forms the switches give
-Q6_CONFIGS = [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76]  # (57: SELFQ 6 at 16 warps does not fit)
+# q6_K's and q8_0's decodes (their own layouts, no min) under the launch, staging and count forms the switches give
+# (57, SELFQ 6 at 16 warps, does not fit their larger slots)
+Q6_CONFIGS = [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76]
 
 
 @pytest.mark.parametrize("cfg, qtype", [(i, q) for i in range(len(CONFIGS)) for q in ("q4_K", "q5_K")]
-                         + [(i, "q6_K") for i in Q6_CONFIGS])
+                         + [(i, q) for i in Q6_CONFIGS for q in ("q6_K", "q8_0")])
 def test_direct_q8_parity(gpu_device, cfg, qtype):
     from kernels import mmq_direct_q8
 
@@ -206,7 +207,7 @@ def live_tokens(d8: np.ndarray, T: int) -> np.ndarray:
                                         (69, "q4_K"), (70, "q5_K"), (71, "q4_K"), (72, "q5_K"),
                                         (73, "q4_K"), (73, "q5_K"), (74, "q4_K"), (74, "q5_K"),
                                         (75, "q4_K"), (76, "q4_K"), (77, "q5_K"), (18, "q6_K"), (41, "q6_K"),
-                                        (75, "q6_K")])
+                                        (75, "q6_K"), (18, "q8_0"), (41, "q8_0"), (74, "q8_0")])
 def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
     """Three runs of one bound into a poisoned output: each passes parity (the pass zeroes C before every call's reds;
     GRIDQ: each launch waits for its own epoch's arrivals, not the last launch's; CLUSTERQ: for its own epoch's zeroed
@@ -227,7 +228,7 @@ def test_launch_after_launch_into_the_same_output(gpu_device, cfg, qtype):
 Q8IN_CONFIGS = [i for i, c in enumerate(CONFIGS) if c.get("Q8IN")]
 
 
-@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K"])
+@pytest.mark.parametrize("qtype", ["q4_K", "q5_K", "q6_K", "q8_0"])
 @pytest.mark.parametrize("cfg", Q8IN_CONFIGS)
 def test_q8in_calls_read_the_activations_quantized_when_prepared_not_x(gpu_device, cfg, qtype):
     """Q8IN: once the problem is prepared, every float32 input copy on the GPU is overwritten with NaN, and the calls,

@@ -17,6 +17,8 @@
 // for both nibbles of a byte (the high ones shifted down: 16 q5 would not fit), so both I_j are 1x and the sum is 16 (lo + hi).
 // q6_K (QTYPE 2): 16 sub-blocks of 16 with int8 scales, no min: y += d8 d float(sum_j sc_j I_j), I_j = sum_k (q6_k - 32)
 // q8_k, one m16n8k16 s8 x s8 mma a sub-block (its A bytes q6 - 32, sign-extended from six bits); the pass's sums unread.
+// q8_0 (QTYPE 3): 8 blocks of 32 a super-block, y += d8 sum_j d_j float(I_j): one m16n8k32 s8 x s8 mma a block on its
+// int8 weights as they are, each block's f16 d applied in f32; the pass's sums unread.
 //
 // Layouts (kernels/mmq_direct_q8.py writes the weights, direct_q8_pass the activations):
 //   weights  [M / 16 tiles][K / 256][16 rows][144]: a tile's super-block is one contiguous 2304-byte ring slot. Each
@@ -37,8 +39,8 @@
 #include "tile_flags.cuh"  // CLUSTERQ: range 0 zeroes C's tile
 #include "wgmma_smem.cuh"  // fence_proxy_async (BULK)
 
-#if QTYPE != 0 && QTYPE != 1 && QTYPE != 2
-#error "mmq_direct_q8.cu: q4_K (QTYPE 0), q5_K (QTYPE 1) or q6_K (QTYPE 2)"
+#if QTYPE < 0 || QTYPE > 3
+#error "mmq_direct_q8.cu: q4_K (QTYPE 0), q5_K (QTYPE 1), q6_K (QTYPE 2) or q8_0 (QTYPE 3)"
 #endif
 #ifndef WARPS  // warps per CTA, 16 weight rows each
 #define WARPS 8
@@ -272,7 +274,7 @@ __device__ unsigned dq8_trace_n, dq8_trace_started[2];
 namespace dq8 {
 
 constexpr int kThreads = 32 * WARPS;
-constexpr int kBlockBytes = QTYPE == 2 ? 210 : QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
+constexpr int kBlockBytes = QTYPE == 3 ? 272 : QTYPE == 2 ? 210 : QTYPE == 1 ? 176 : 144, kSlotBytes = 16 * kBlockBytes;
 constexpr int kQsAt = kBlockBytes - 128;  // the permuted qs bytes of a row (after q5_K's qh)
 constexpr int kPieces = kSlotBytes / 16, kCopies = (kPieces + 31) / 32;  // 16-byte copies per slot, per lane
 constexpr int kEarlySlots = EARLYSLOTS ? EARLYSLOTS : RING - 1;  // ring slots copied before the activations' groups
@@ -388,6 +390,13 @@ __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned tar
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+__device__ __forceinline__ void mma_s8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
@@ -1342,6 +1351,52 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, d6[e >> 1] * static_cast<float>(isum6[n][e]), acc[n][e]);
+            sums[n] += 4;
+        }
+#elif QTYPE == 3
+        const uint8_t* slot = ring + (s % RING) * kSlotBytes;  // [16][256] weights, [16][8] d
+        if constexpr (PROBE == 1) {
+            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 256 * g + 16 * t) & 0x007FFFFFu);
+            continue;
+        }
+        const uint4 dq[2] = {*reinterpret_cast<const uint4*>(slot + 4096 + 16 * g),  // rows g, g + 8: 8 f16 d each
+                             *reinterpret_cast<const uint4*>(slot + 4096 + 16 * (g + 8))};
+        float fsum[2][4] = {};  // sum_j d_j float(I_j) per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // blocks 4 half .. 4 half + 3: two 16-byte loads per row
+            const uint4 wg[2] = {*reinterpret_cast<const uint4*>(slot + 256 * g + 64 * t + 32 * half),
+                                 *reinterpret_cast<const uint4*>(slot + 256 * g + 64 * t + 32 * half + 16)};
+            const uint4 wh[2] = {*reinterpret_cast<const uint4*>(slot + 256 * (g + 8) + 64 * t + 32 * half),
+                                 *reinterpret_cast<const uint4*>(slot + 256 * (g + 8) + 64 * t + 32 * half + 16)};
+#pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+                const int c = 2 * half + cc;
+                const uint4 b[2] = {chunk_b(0, c), chunk_b(1, c)};
+#pragma unroll
+                for (int jj = 0; jj < 2; ++jj) {  // block 2c + jj: words 2 jj, 2 jj + 1 of the row's cc-th load
+                    const int j = 2 * c + jj;
+                    const uint32_t a[4] = {word_of(wg[cc], 2 * jj), word_of(wh[cc], 2 * jj), word_of(wg[cc], 2 * jj + 1),
+                                           word_of(wh[cc], 2 * jj + 1)};
+#pragma unroll
+                    for (int n = 0; n < 2; ++n) {
+                        int d[4];
+                        mma_s8s8(d, a, word_of(b[n], 2 * jj), word_of(b[n], 2 * jj + 1));
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const uint32_t pair = word_of(dq[e >> 1], j >> 1);
+                            const float dj = __half2float(__ushort_as_half(static_cast<unsigned short>(
+                                j & 1 ? pair >> 16 : pair & 0xFFFFu)));
+                            fsum[n][e] = fmaf(dj, static_cast<float>(d[e]), fsum[n][e]);
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {  // the super-block's f32 step: d8 sum_j d_j float(I_j) per element
+            const float2 scale = staged_scales(d8 + 8 * n);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, fsum[n][e], acc[n][e]);
             sums[n] += 4;
         }
 #else
