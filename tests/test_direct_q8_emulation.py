@@ -123,14 +123,16 @@ def q6_word(qs: np.ndarray, qh: np.ndarray, jj: int, f: int) -> np.ndarray:
     return (six + (moved & np.uint32(0x20202020)) * np.uint32(6)).astype(np.uint32)
 
 
-def emulate_q6_k(problem, splits: int, sb_major: bool = False) -> np.ndarray:
-    """C [T, M] as mmq_direct_q8_gemm computes it for q6_K (QTYPE 2) from the pass's outputs: each slot's four parts
-    (tile_weights_q6_k) read at the kernel's offsets, a k16 mma a 16-sub-block with its int8 scale on the exact int32
-    sum, then d (f16) and the activation scale once per super-block."""
+def emulate_no_min(problem, splits: int, sb_major: bool, superblock) -> np.ndarray:
+    """C [T, M] as mmq_direct_q8_gemm computes it for a type with no min (q6_K, q8_0) from the pass's outputs: each
+    slot read at the kernel's offset into the uploaded weights, superblock(slot, b) giving the lanes' f32 values of
+    the super-block before the activation scale ([32, 2 token halves, 4]; b(c) the lanes' B words of chunk c per token
+    half), then the scale once per super-block and the reds."""
     w = problem.workload
     M, K, T = w.M, w.K, w.T
     nsb, tiles = K // 256, -(-M // 16)
-    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, "q6_K").reshape(-1)
+    slot_bytes = 16 * mmq_direct_q8.BLOCK_BYTES[w.qtype]
+    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, w.qtype).reshape(-1)
     q8, d8, _ = mmq_direct_q8.pass_outputs(problem.x)
     C = np.zeros((T, M), np.float32)
     for tile in range(tiles):
@@ -139,94 +141,72 @@ def emulate_q6_k(problem, splits: int, sb_major: bool = False) -> np.ndarray:
             acc = np.zeros((32, 2, 4), np.float32)
             tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]
             for sb in range(sb_begin, sb_end):
-                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * 3360
-                slot = uploaded[at:at + 3360]
-                rows = [G, G + 8]
-                qh = [words(np.stack([slot[2048 + 64 * r[ln] + 16 * T4[ln]:][:16] for ln in LANES])) for r in rows]
-                sc = [np.stack([slot[3072 + 16 * r[ln]:][:16] for ln in LANES]).view(np.int8).astype(np.int64)
-                      for r in rows]
-                dw = [np.stack([slot[3328 + 2 * r[ln]:][:2] for ln in LANES]).view(np.float16)[:, 0].astype(np.float32)
-                      for r in rows]
-                isum = np.zeros((32, 2, 4), np.int64)
-                for half in range(2):
-                    wg, wh = (words(np.stack([slot[128 * r[ln] + 32 * T4[ln] + 16 * half:][:16] for ln in LANES]))
-                              for r in rows)
-                    for cc in range(2):
-                        c = 2 * half + cc
-                        b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
-                             for n in range(2)]
-                        for jj in range(2):
-                            for p in range(2):
-                                f = 2 * jj + p
-                                a0 = q6_word(wg[:, 2 * cc + p], qh[0][:, c], jj, f)
-                                a1 = q6_word(wh[:, 2 * cc + p], qh[1][:, c], jj, f)
-                                for n in range(2):
-                                    d = mma_k16(a0, a1, b[n][:, f])
-                                    for e in range(4):
-                                        isum[:, n, e] += d[:, e] * sc[e >> 1][:, 4 * c + f]
-                assert np.abs(isum).max() < 2**31
+                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * slot_bytes
+                v = superblock(uploaded[at:at + slot_bytes], lambda c: [
+                    words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
+                    for n in range(2)])
                 for n in range(2):
                     tokens = np.minimum(8 * n + 2 * T4[:, None] + np.arange(2), 15)
                     scale = d8[0, sb][tokens]
                     for e in range(4):
-                        v = (dw[e >> 1] * isum[:, n, e].astype(np.float32)).astype(np.float32)
-                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v + acc[:, n, e]).astype(np.float32)
+                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * v[:, n, e] + acc[:, n, e]).astype(np.float32)
             red_fragment_pair(acc, C, tile * 16, 0, M, T)
     return C
 
 
-def emulate_q8_0(problem, splits: int, sb_major: bool = False) -> np.ndarray:
-    """C [T, M] as mmq_direct_q8_gemm computes it for q8_0 (QTYPE 3) from the pass's outputs: the A words read as they
-    are at the kernel's offsets (tile_weights_q8_0), a k32 s8 x s8 mma a block, its exact int32 times the block's d in
-    f32, summed over the super-block's 8 blocks, then the activation scale once per super-block."""
-    w = problem.workload
-    M, K, T = w.M, w.K, w.T
-    nsb, tiles = K // 256, -(-M // 16)
-    uploaded = mmq_direct_q8.tile_weights(problem.w_packed, sb_major, "q8_0").reshape(-1)
-    q8, d8, _ = mmq_direct_q8.pass_outputs(problem.x)
-    C = np.zeros((T, M), np.float32)
-    for tile in range(tiles):
-        for y in range(splits):
-            sb_begin, sb_end = y * nsb // splits, (y + 1) * nsb // splits
-            acc = np.zeros((32, 2, 4), np.float32)
-            tok_b = [np.minimum(G + 8 * n, T - 1) for n in range(2)]
-            for sb in range(sb_begin, sb_end):
-                at = ((sb * tiles + tile) if sb_major else (tile * nsb + sb)) * 4352
-                slot = uploaded[at:at + 4352]
-                rows = [G, G + 8]
-                dw = [np.stack([slot[4096 + 16 * r[ln]:][:16] for ln in LANES]).view(np.float16).astype(np.float32)
-                      for r in rows]  # [32, 8] per row
-                wq = [words(np.stack([slot[256 * r[ln] + 64 * T4[ln]:][:64] for ln in LANES])) for r in rows]  # [32, 16]
-                fsum = np.zeros((32, 2, 4), np.float32)
-                for c in range(4):
-                    b = [words(np.stack([q8[tok_b[n][ln], 256 * sb + 64 * c + 16 * T4[ln]:][:16] for ln in LANES]))
-                         for n in range(2)]
-                    for jj in range(2):
-                        j = 2 * c + jj
-                        a = [wq[0][:, 2 * j], wq[1][:, 2 * j], wq[0][:, 2 * j + 1], wq[1][:, 2 * j + 1]]
-                        for n in range(2):
-                            d = mma_k32(a, b[n][:, 2 * jj], b[n][:, 2 * jj + 1], signed=True)
-                            for e in range(4):
-                                fsum[:, n, e] = (dw[e >> 1][:, j] * d[:, e].astype(np.float32) + fsum[:, n, e]).astype(
-                                    np.float32)
-                for n in range(2):
-                    tokens = np.minimum(8 * n + 2 * T4[:, None] + np.arange(2), 15)
-                    scale = d8[0, sb][tokens]
-                    for e in range(4):
-                        acc[:, n, e] = (scale[:, e & 1].astype(np.float64) * fsum[:, n, e] + acc[:, n, e]).astype(
-                            np.float32)
-            red_fragment_pair(acc, C, tile * 16, 0, M, T)
-    return C
+def q6_k_superblock(slot: np.ndarray, b) -> np.ndarray:
+    """q6_K (QTYPE 2): the slot's four parts (tile_weights_q6_k) at the kernel's offsets, a k16 mma a 16-sub-block with
+    its int8 scale on the exact int32 sum, then d (f16): [32, 2, 4] float32."""
+    rows = [G, G + 8]
+    qh = [words(np.stack([slot[2048 + 64 * r[ln] + 16 * T4[ln]:][:16] for ln in LANES])) for r in rows]
+    sc = [np.stack([slot[3072 + 16 * r[ln]:][:16] for ln in LANES]).view(np.int8).astype(np.int64) for r in rows]
+    dw = [np.stack([slot[3328 + 2 * r[ln]:][:2] for ln in LANES]).view(np.float16)[:, 0].astype(np.float32) for r in rows]
+    isum = np.zeros((32, 2, 4), np.int64)
+    for half in range(2):
+        wg, wh = (words(np.stack([slot[128 * r[ln] + 32 * T4[ln] + 16 * half:][:16] for ln in LANES])) for r in rows)
+        for cc in range(2):
+            c = 2 * half + cc
+            bc = b(c)
+            for jj in range(2):
+                for p in range(2):
+                    f = 2 * jj + p
+                    a0 = q6_word(wg[:, 2 * cc + p], qh[0][:, c], jj, f)
+                    a1 = q6_word(wh[:, 2 * cc + p], qh[1][:, c], jj, f)
+                    for n in range(2):
+                        d = mma_k16(a0, a1, bc[n][:, f])
+                        for e in range(4):
+                            isum[:, n, e] += d[:, e] * sc[e >> 1][:, 4 * c + f]
+    assert np.abs(isum).max() < 2**31
+    return np.stack([np.stack([(dw[e >> 1] * isum[:, n, e].astype(np.float32)).astype(np.float32) for e in range(4)],
+                              axis=1) for n in range(2)], axis=1)
+
+
+def q8_0_superblock(slot: np.ndarray, b) -> np.ndarray:
+    """q8_0 (QTYPE 3): the A words read as they are at the kernel's offsets (tile_weights_q8_0), a k32 s8 x s8 mma a
+    block, its exact int32 times the block's d in f32, summed over the super-block's 8 blocks: [32, 2, 4] float32."""
+    rows = [G, G + 8]
+    dw = [np.stack([slot[4096 + 16 * r[ln]:][:16] for ln in LANES]).view(np.float16).astype(np.float32)
+          for r in rows]  # [32, 8] per row
+    wq = [words(np.stack([slot[256 * r[ln] + 64 * T4[ln]:][:64] for ln in LANES])) for r in rows]  # [32, 16]
+    fsum = np.zeros((32, 2, 4), np.float32)
+    for c in range(4):
+        bc = b(c)
+        for jj in range(2):
+            j = 2 * c + jj
+            a = [wq[0][:, 2 * j], wq[1][:, 2 * j], wq[0][:, 2 * j + 1], wq[1][:, 2 * j + 1]]
+            for n in range(2):
+                d = mma_k32(a, bc[n][:, 2 * jj], bc[n][:, 2 * jj + 1], signed=True)
+                for e in range(4):
+                    fsum[:, n, e] = (dw[e >> 1][:, j] * d[:, e].astype(np.float32) + fsum[:, n, e]).astype(np.float32)
+    return fsum
 
 
 def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
     at the kernel's byte offset into the uploaded weights (q4_K or q5_K: QTYPE 0 or 1)."""
     w = problem.workload
-    if w.qtype == "q6_K":
-        return emulate_q6_k(problem, splits, sb_major)
-    if w.qtype == "q8_0":
-        return emulate_q8_0(problem, splits, sb_major)
+    if w.qtype in ("q6_K", "q8_0"):
+        return emulate_no_min(problem, splits, sb_major, q6_k_superblock if w.qtype == "q6_K" else q8_0_superblock)
     M, K, T = w.M, w.K, w.T
     q5 = w.qtype == "q5_K"
     nsb, tiles = K // 256, -(-M // 16)
