@@ -80,6 +80,6 @@ LEVER = Lever(
     valid=lambda params, info, qtype: mmq_direct_q8.invalid_reason(params, qtype, info),
     margin=0.02,
     sass_claims=("IMMA",),  # (q4_K / q5_K add the min term by one HMMA; q6_K and q8_0 have none)
-    description="q4_K / q5_K weights straight into int8 mma.sync fragments, activations int8 with one scale per 256 "
-                "(few tokens)",
+    description="q4_K, q5_K, q6_K, q8_0 weights straight into int8 mma.sync fragments, activations int8 with one "
+                "scale per 256 (few tokens)",
 )

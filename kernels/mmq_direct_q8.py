@@ -407,8 +407,6 @@ def tile_weights_q6_k(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarra
     bits are 16 bytes at 2048 + 64 r + 16 t: byte 4c + i holds, at bits 2f .. 2f + 1 (f = 2 jj + p), the high pair of
     element 64c + 32 jj + 16p + 4t + i, XOR 2: so the six bits are q6 - 32 in two's complement (q6 XOR 32), and the
     kernel sign-extends them to the int8 A bytes."""
-    from kernels import mmq_direct
-
     m, row_bytes = w_packed.shape
     nsb = row_bytes // 210
     blocks = w_packed.reshape(m, nsb, 210)
@@ -423,10 +421,7 @@ def tile_weights_q6_k(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarra
     pairs = sum(high[:, :, :, jj, p] << (2 * (2 * jj + p)) for jj in range(2) for p in range(2))  # [row, sb, c, t, i]
     pairs = pairs.astype(np.uint8).transpose(0, 1, 3, 2, 4).reshape(m, nsb, 64)  # [t, c, i]
     rows = np.concatenate([nibbles, pairs, blocks[..., 192:210]], axis=2).reshape(m, row_bytes)
-    tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, 210)
-    slots = tiled.reshape(-1, TILE_ROWS, 210)
-    parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in ((0, 128), (128, 192), (192, 208), (208, 210))]
-    return np.concatenate(parts, axis=1).reshape(tiled.shape)
+    return tiled_in_parts(rows, 210, (128, 192, 208), sb_major)
 
 
 def tile_weights_q8_0(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarray:
@@ -434,17 +429,24 @@ def tile_weights_q8_0(w_packed: np.ndarray, sb_major: bool = False) -> np.ndarra
     as tile_weights, each 4352-byte slot in two parts, [16 rows][256] weights and [16 rows][8] d (f16), so that every
     lane's loads are aligned. Lane t of a quad reads its A fragments as 64 bytes at 256 r + 64 t: for block j, bytes
     8j .. 8j + 3 are qs[4t ..] and 8j + 4 .. 8j + 7 are qs[16 + 4t ..] of block j (k 4t .., 16 + 4t ..)."""
-    from kernels import mmq_direct
-
     m, row_bytes = w_packed.shape
     nsb = row_bytes // 272
     blocks = w_packed.reshape(m, nsb, 8, 34)
     qs = blocks[..., 2:].reshape(m, nsb, 8, 2, 4, 4)  # [row, sb, j, p, t, i]: qs[16p + 4t + i] of block j
     weights = qs.transpose(0, 1, 4, 2, 3, 5).reshape(m, nsb, 256)  # -> [t, j, p, i]
     rows = np.concatenate([weights, blocks[..., :2].reshape(m, nsb, 16)], axis=2).reshape(m, row_bytes)
-    tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, 272)
-    slots = tiled.reshape(-1, TILE_ROWS, 272)
-    parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in ((0, 256), (256, 272))]
+    return tiled_in_parts(rows, 272, (256,), sb_major)
+
+
+def tiled_in_parts(rows: np.ndarray, block: int, cuts: tuple[int, ...], sb_major: bool) -> np.ndarray:
+    """Rows of `block`-byte super-blocks in the warp tiles of tile_weights, each slot's 16 rows cut at `cuts` and
+    stored part by part ([16][part 0], [16][part 1], ...), so that every part of every row starts aligned."""
+    from kernels import mmq_direct
+
+    tiled = mmq_direct.tile_weights(rows, TILE_ROWS, sb_major, block)
+    slots = tiled.reshape(-1, TILE_ROWS, block)
+    edges = (0, *cuts, block)
+    parts = [slots[..., a:b].reshape(len(slots), -1) for a, b in zip(edges, edges[1:])]
     return np.concatenate(parts, axis=1).reshape(tiled.shape)
 
 
