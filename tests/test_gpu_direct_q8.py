@@ -147,12 +147,12 @@ def assert_int_k_parity(got: np.ndarray, prob, where: str) -> None:
 # q6_K's and q8_0's decodes (their own layouts, no min) under the launch, staging and count forms the switches give
 # (57, SELFQ 6 at 16 warps, fits neither's larger slots; 4, a 3-deep ring at 16 warps, not q8_0's 4352-byte ones: run
 # 149's launcher refused it, as it should)
-Q6_CONFIGS = {"q6_K": [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76],
-              "q8_0": [0, 3, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76]}
+NO_MIN_CONFIGS = {"q6_K": [0, 4, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76],
+                  "q8_0": [0, 3, 5, 7, 11, 14, 18, 41, 46, 53, 58, 63, 74, 75, 76]}
 
 
 @pytest.mark.parametrize("cfg, qtype", [(i, q) for i in range(len(CONFIGS)) for q in ("q4_K", "q5_K")]
-                         + [(i, q) for q, configs in Q6_CONFIGS.items() for i in configs])
+                         + [(i, q) for q, configs in NO_MIN_CONFIGS.items() for i in configs])
 def test_direct_q8_parity(gpu_device, cfg, qtype):
     from kernels import mmq_direct_q8
 
