@@ -1306,12 +1306,15 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 return *reinterpret_cast<const uint4*>(xrow[n] + 64 * c);
             }
         };
-#if QTYPE == 2
-        const uint8_t* slot = ring + (s % RING) * kSlotBytes;  // [16][128] nibbles, [16][64] pairs, [16][16] sc, [16] d
-        if constexpr (PROBE == 1) {
-            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 128 * g + 16 * t) & 0x007FFFFFu);
+#if QTYPE >= 2
+        // q6_K: [16][128] nibbles, [16][64] pairs, [16][16] sc, [16] d; q8_0: [16][256] weights, [16][8] d
+        const uint8_t* slot = ring + (s % RING) * kSlotBytes;
+        if constexpr (PROBE == 1) {  // a word of row g's first part (q6_K's nibbles, q8_0's weights)
+            const uint8_t* row = slot + (QTYPE == 2 ? 128 : 256) * g;
+            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(row + 16 * t) & 0x007FFFFFu);
             continue;
         }
+#if QTYPE == 2
         const uint4 qh6[2] = {*reinterpret_cast<const uint4*>(slot + 2048 + 64 * g + 16 * t),
                               *reinterpret_cast<const uint4*>(slot + 2048 + 64 * (g + 8) + 16 * t)};
         const uint4 sc6[2] = {*reinterpret_cast<const uint4*>(slot + 3072 + 16 * g),
@@ -1353,12 +1356,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
                 acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, d6[e >> 1] * static_cast<float>(isum6[n][e]), acc[n][e]);
             sums[n] += 4;
         }
-#elif QTYPE == 3
-        const uint8_t* slot = ring + (s % RING) * kSlotBytes;  // [16][256] weights, [16][8] d
-        if constexpr (PROBE == 1) {
-            acc[0][0] += __uint_as_float(*reinterpret_cast<const uint32_t*>(slot + 256 * g + 16 * t) & 0x007FFFFFu);
-            continue;
-        }
+#else  // q8_0
         const uint4 dq[2] = {*reinterpret_cast<const uint4*>(slot + 4096 + 16 * g),  // rows g, g + 8: 8 f16 d each
                              *reinterpret_cast<const uint4*>(slot + 4096 + 16 * (g + 8))};
         float fsum[2][4] = {};  // sum_j d_j float(I_j) per fragment element (rows g, g + 8; tokens 2t, 2t + 1 of each n)
@@ -1399,6 +1397,7 @@ mmq_direct_q8_gemm(const uint8_t* __restrict__ W, PASS_OUTPUT(int8_t) Q8, PASS_O
             for (int e = 0; e < 4; ++e) acc[n][e] = fmaf(e & 1 ? scale.y : scale.x, fsum[n][e], acc[n][e]);
             sums[n] += 4;
         }
+#endif
 #else
         const uint8_t* slot = ring + (s % RING) * kSlotBytes + g * kBlockBytes;
         if constexpr (PROBE == 1) {
