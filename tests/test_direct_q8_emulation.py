@@ -203,7 +203,8 @@ def q8_0_superblock(slot: np.ndarray, b) -> np.ndarray:
 
 def emulate(problem, splits: int, sb_major: bool = False) -> np.ndarray:
     """C [T, M] as mmq_direct_q8_gemm computes it from direct_q8_pass's outputs (one token tile: T <= 16), each slot read
-    at the kernel's byte offset into the uploaded weights (q4_K or q5_K: QTYPE 0 or 1)."""
+    at the kernel's byte offset into the uploaded weights: q6_K and q8_0 through emulate_no_min, q4_K and q5_K (QTYPE 0
+    or 1) below."""
     w = problem.workload
     if w.qtype in ("q6_K", "q8_0"):
         return emulate_no_min(problem, splits, sb_major, q6_k_superblock if w.qtype == "q6_K" else q8_0_superblock)
